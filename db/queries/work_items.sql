@@ -1,0 +1,208 @@
+-- name: SubjectGenerationNext :one
+-- Takes the next generation of a subject. The upsert row-locks the subject
+-- until the transaction ends, so a rolled-back enqueue leaves no gap.
+INSERT INTO subject_generations (qualified_id, last_generation)
+VALUES (@qualified_id, 1)
+ON CONFLICT (qualified_id) DO UPDATE
+    SET last_generation = subject_generations.last_generation + 1
+RETURNING last_generation;
+
+-- name: WorkItemSweepExpired :execrows
+UPDATE work_items
+SET status = 'dropped',
+    finished_at = @now::timestamptz,
+    audit = audit || '[{"method":"expiry-sweep","from_status":"pending","to_status":"dropped"}]'::jsonb
+WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < @now::timestamptz;
+
+-- name: WorkItemGet :one
+SELECT * FROM work_items WHERE id = @id;
+
+-- name: WorkItemGetByKey :one
+SELECT * FROM work_items WHERE idempotency_key = @idempotency_key::text;
+
+-- name: WorkItemLiveBySubject :one
+-- The entry that blocks a new generation of canonical_id: a live v2 entry
+-- (highest generation first), else a pending or held legacy one.
+SELECT * FROM work_items
+WHERE canonical_id = @canonical_id::text
+  AND status IN ('pending', 'assigned', 'held')
+  AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
+ORDER BY subject_generation DESC NULLS LAST, position
+LIMIT 1;
+
+-- name: WorkItemLiveByCollisionKey :one
+SELECT * FROM work_items
+WHERE collision_key = lower(btrim(@repository::text)) || E'\n' || @head_ref::text
+  AND status IN ('pending', 'assigned', 'held')
+LIMIT 1;
+
+-- name: WorkItemInsert :one
+INSERT INTO work_items (
+    id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
+    dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
+    idempotency_key, request_hash, repository, base_ref, head_ref
+) VALUES (
+    @id, 'pending', @is_v2, @subject_id, sqlc.narg('canonical_id'), sqlc.narg('subject_generation'),
+    sqlc.narg('task_id'), @dispatch, @enqueued_at, sqlc.narg('run_at'), sqlc.narg('run_at_time'),
+    sqlc.narg('expire_after_secs'), sqlc.narg('expires_after'), sqlc.narg('idempotency_key'),
+    sqlc.narg('request_hash'), sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref')
+)
+RETURNING *;
+
+-- name: WorkItemLeaseCandidates :many
+-- A bounded scan of due pending entries in queue order. SKIP LOCKED keeps
+-- concurrent leasers from waiting on each other or seeing the same row.
+SELECT * FROM work_items
+WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= @now::timestamptz)
+ORDER BY position
+LIMIT @scan
+FOR UPDATE SKIP LOCKED;
+
+-- name: WorkItemGrantIdentity :one
+-- Gives a legacy entry v2 identity when the v2 lease reaches it.
+UPDATE work_items SET subject_generation = @subject_generation, subject_id = canonical_id
+WHERE id = @id AND subject_generation IS NULL
+RETURNING *;
+
+-- name: WorkItemLeaseMany :many
+-- Hands out the locked candidates: one lease generation up, a new expiry.
+UPDATE work_items w
+SET status = 'assigned',
+    workflow_id = u.workflow_id,
+    workflow_generation = COALESCE(w.workflow_generation, 1),
+    lease_owner = @owner_id,
+    lease_generation = w.lease_generation + 1,
+    lease_expires_at = @expires_at,
+    assigned_at = @now::timestamptz,
+    held_at = NULL
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@workflow_ids::text[]) AS workflow_id) AS u
+WHERE w.id = u.id AND w.status = 'pending'
+RETURNING w.*;
+
+-- name: WorkItemRenew :one
+UPDATE work_items w
+SET lease_expires_at = GREATEST(w.lease_expires_at, @new_expires_at::timestamptz)
+WHERE w.id = @id AND w.status = 'assigned' AND w.lease_expires_at > @now::timestamptz
+  AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
+        @subject_generation, @owner_id, @lease_generation,
+        sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'))
+RETURNING *;
+
+-- name: WorkItemRecover :one
+UPDATE work_items w
+SET lease_owner = @new_owner_id,
+    lease_generation = w.lease_generation + 1,
+    lease_expires_at = @new_expires_at
+WHERE w.id = @id AND w.status = 'assigned' AND w.lease_expires_at <= @now::timestamptz
+  AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
+        @subject_generation, @owner_id, @lease_generation,
+        sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'))
+RETURNING *;
+
+-- name: WorkItemComplete :one
+UPDATE work_items w
+SET status = @status, finished_at = @now::timestamptz
+WHERE w.id = @id AND w.status = 'assigned'
+  AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
+        @subject_generation, @owner_id, @lease_generation,
+        sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'))
+RETURNING *;
+
+-- name: WorkItemReleasePending :one
+UPDATE work_items w
+SET status = 'pending', assigned_at = NULL, audit = w.audit || @audit::jsonb
+WHERE w.id = @id AND w.status = 'assigned'
+  AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
+        @subject_generation, @owner_id, @lease_generation,
+        sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'))
+RETURNING *;
+
+-- name: WorkItemList :many
+SELECT * FROM work_items
+WHERE status IN ('pending', 'assigned', 'held')
+  AND (cardinality(@statuses::text[]) = 0 OR status = ANY(@statuses::text[]))
+ORDER BY position
+LIMIT @lim OFFSET @off;
+
+-- name: WorkItemCount :one
+SELECT count(*) FROM work_items
+WHERE status IN ('pending', 'assigned', 'held')
+  AND (cardinality(@statuses::text[]) = 0 OR status = ANY(@statuses::text[]));
+
+-- name: WorkItemStats :one
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'assigned') AS assigned,
+       count(*) FILTER (WHERE status = 'held') AS held,
+       count(*) FILTER (WHERE status = 'pending' AND run_at_time > @now::timestamptz) AS deferred
+FROM work_items
+WHERE status IN ('pending', 'assigned', 'held');
+
+-- name: WorkItemHold :one
+UPDATE work_items SET status = 'held', held_at = @now::timestamptz
+WHERE id = @id AND status = 'pending'
+RETURNING *;
+
+-- name: WorkItemRelease :one
+UPDATE work_items SET status = 'pending', held_at = NULL
+WHERE id = @id AND status = 'held'
+RETURNING *;
+
+-- name: WorkItemDrop :one
+UPDATE work_items SET status = 'dropped', finished_at = @now::timestamptz
+WHERE id = @id AND status IN ('pending', 'assigned', 'held')
+RETURNING *;
+
+-- name: WorkItemFirstDueV2 :one
+SELECT * FROM work_items
+WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= @now::timestamptz)
+ORDER BY position
+LIMIT 1;
+
+-- name: WorkItemCountLiveBySubjectID :one
+SELECT count(*) FROM work_items
+WHERE subject_id = @subject_id::text AND status IN ('pending', 'assigned', 'held');
+
+-- name: WorkItemLegacyLeaseCandidates :many
+-- Legacy lease: due pending legacy entries, and legacy assigned ones whose lease expired.
+SELECT * FROM work_items
+WHERE NOT is_v2 AND subject_generation IS NULL
+  AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= @now::timestamptz))
+       OR (status = 'assigned' AND lease_expires_at <= @now::timestamptz))
+ORDER BY position
+LIMIT @scan
+FOR UPDATE SKIP LOCKED;
+
+-- name: WorkItemLegacyAssign :one
+UPDATE work_items
+SET status = 'assigned', workflow_id = @workflow_id, assigned_at = @now::timestamptz,
+    lease_expires_at = sqlc.narg('lease_expires_at'), held_at = NULL
+WHERE id = @id
+RETURNING *;
+
+-- name: WorkItemLegacyReleasePending :one
+UPDATE work_items
+SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL,
+    audit = audit || @audit::jsonb
+WHERE id = @id AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
+RETURNING *;
+
+-- name: WorkItemLegacyComplete :one
+UPDATE work_items SET status = @status, finished_at = @now::timestamptz
+WHERE id = @id AND status = 'assigned'
+RETURNING *;
+
+-- name: WorkItemLivePositions :many
+SELECT id, position FROM work_items
+WHERE status IN ('pending', 'assigned', 'held')
+ORDER BY position
+FOR UPDATE;
+
+-- name: WorkItemSetPosition :exec
+UPDATE work_items SET position = @position WHERE id = @id;
+
+-- name: WorkItemNextDeadline :one
+SELECT run_at_time FROM work_items
+WHERE status = 'pending' AND run_at_time > @now::timestamptz
+ORDER BY run_at_time
+LIMIT 1;

@@ -1,0 +1,24 @@
+package queue
+
+// EnqueueParams is a request to create a v2 work item (QueueEnqueueV2Request).
+type EnqueueParams struct {
+	// Dispatch is required and must carry a Subject.
+	Dispatch SubjectDispatch
+	// IdempotencyKey, if set, binds the request: a repeat with the same
+	// request hash replays the first answer.
+	IdempotencyKey string
+	// Reservation, if set, is the exact repository/base/head the item writes.
+	Reservation *Reservation
+	// RunAt (RFC 3339, kept as sent) defers the item; ExpireAfterSecs drops it
+	// if still pending that long after RunAt.
+	RunAt           string
+	ExpireAfterSecs *uint64
+}
+
+// EnqueueResult is the answer to an enqueue (QueueEnqueueV2Response).
+// Enqueued is false only for a replay of the same key and request hash.
+type EnqueueResult struct {
+	Enqueued bool              `json:"enqueued"`
+	EntryID  string            `json:"entry_id"`
+	Subject  SubjectGeneration `json:"subject"`
+}
