@@ -31,7 +31,7 @@ func (q *Queries) SubjectGenerationNext(ctx context.Context, db DBTX, qualifiedI
 
 const workItemComplete = `-- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = $1, finished_at = $2::timestamptz
+SET status = $1::text, finished_at = $2::timestamptz
 WHERE w.id = $3 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
@@ -303,6 +303,47 @@ func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey 
 	return i, err
 }
 
+const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items WHERE id = $1 FOR UPDATE
+`
+
+func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemGetForUpdate, id)
+	var i WorkItem
+	err := row.Scan(
+		&i.ID,
+		&i.Position,
+		&i.Status,
+		&i.IsV2,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.TaskID,
+		&i.Dispatch,
+		&i.EnqueuedAt,
+		&i.RunAt,
+		&i.RunAtTime,
+		&i.ExpireAfterSecs,
+		&i.ExpiresAfter,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.CollisionKey,
+		&i.WorkflowID,
+		&i.WorkflowGeneration,
+		&i.LeaseOwner,
+		&i.LeaseGeneration,
+		&i.LeaseExpiresAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.Audit,
+	)
+	return i, err
+}
+
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
@@ -492,20 +533,24 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
 SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items
 WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
+  AND position > $2::bigint
 ORDER BY position
-LIMIT $2
+LIMIT $3
 FOR UPDATE SKIP LOCKED
 `
 
 type WorkItemLeaseCandidatesParams struct {
-	Now  time.Time
-	Scan int32
+	Now   time.Time
+	After int64
+	Scan  int32
 }
 
-// A bounded scan of due pending entries in queue order. SKIP LOCKED keeps
-// concurrent leasers from waiting on each other or seeing the same row.
+// The next due pending entries in queue order after position @after. SKIP
+// LOCKED keeps concurrent leasers from waiting on each other or seeing the
+// same row; a lease asks for only as many as it can still hand out, so it
+// locks no more rows than it needs.
 func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg WorkItemLeaseCandidatesParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemLeaseCandidates, arg.Now, arg.Scan)
+	rows, err := db.Query(ctx, workItemLeaseCandidates, arg.Now, arg.After, arg.Scan)
 	if err != nil {
 		return nil, err
 	}
@@ -559,9 +604,9 @@ UPDATE work_items w
 SET status = 'assigned',
     workflow_id = u.workflow_id,
     workflow_generation = COALESCE(w.workflow_generation, 1),
-    lease_owner = $1,
+    lease_owner = $1::text,
     lease_generation = w.lease_generation + 1,
-    lease_expires_at = $2,
+    lease_expires_at = $2::timestamptz,
     assigned_at = $3::timestamptz,
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
@@ -570,8 +615,8 @@ RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.s
 `
 
 type WorkItemLeaseManyParams struct {
-	OwnerID     *string
-	ExpiresAt   *time.Time
+	OwnerID     string
+	ExpiresAt   time.Time
 	Now         time.Time
 	Ids         []uuid.UUID
 	WorkflowIds []string
@@ -636,14 +681,14 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 
 const workItemLegacyAssign = `-- name: WorkItemLegacyAssign :one
 UPDATE work_items
-SET status = 'assigned', workflow_id = $1, assigned_at = $2::timestamptz,
+SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
 RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
 `
 
 type WorkItemLegacyAssignParams struct {
-	WorkflowID     *string
+	WorkflowID     string
 	Now            time.Time
 	LeaseExpiresAt *time.Time
 	ID             uuid.UUID
@@ -692,7 +737,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 }
 
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
-UPDATE work_items SET status = $1, finished_at = $2::timestamptz
+UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
 RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
 `
@@ -1065,9 +1110,9 @@ func (q *Queries) WorkItemNextDeadline(ctx context.Context, db DBTX, now time.Ti
 
 const workItemRecover = `-- name: WorkItemRecover :one
 UPDATE work_items w
-SET lease_owner = $1,
+SET lease_owner = $1::text,
     lease_generation = w.lease_generation + 1,
-    lease_expires_at = $2
+    lease_expires_at = $2::timestamptz
 WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestamptz
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
@@ -1076,8 +1121,8 @@ RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generat
 `
 
 type WorkItemRecoverParams struct {
-	NewOwnerID         *string
-	NewExpiresAt       *time.Time
+	NewOwnerID         string
+	NewExpiresAt       time.Time
 	ID                 uuid.UUID
 	Now                time.Time
 	WorkflowID         string

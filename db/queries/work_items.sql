@@ -50,10 +50,13 @@ INSERT INTO work_items (
 RETURNING *;
 
 -- name: WorkItemLeaseCandidates :many
--- A bounded scan of due pending entries in queue order. SKIP LOCKED keeps
--- concurrent leasers from waiting on each other or seeing the same row.
+-- The next due pending entries in queue order after position @after. SKIP
+-- LOCKED keeps concurrent leasers from waiting on each other or seeing the
+-- same row; a lease asks for only as many as it can still hand out, so it
+-- locks no more rows than it needs.
 SELECT * FROM work_items
 WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= @now::timestamptz)
+  AND position > @after::bigint
 ORDER BY position
 LIMIT @scan
 FOR UPDATE SKIP LOCKED;
@@ -70,9 +73,9 @@ UPDATE work_items w
 SET status = 'assigned',
     workflow_id = u.workflow_id,
     workflow_generation = COALESCE(w.workflow_generation, 1),
-    lease_owner = @owner_id,
+    lease_owner = @owner_id::text,
     lease_generation = w.lease_generation + 1,
-    lease_expires_at = @expires_at,
+    lease_expires_at = @expires_at::timestamptz,
     assigned_at = @now::timestamptz,
     held_at = NULL
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@workflow_ids::text[]) AS workflow_id) AS u
@@ -90,9 +93,9 @@ RETURNING *;
 
 -- name: WorkItemRecover :one
 UPDATE work_items w
-SET lease_owner = @new_owner_id,
+SET lease_owner = @new_owner_id::text,
     lease_generation = w.lease_generation + 1,
-    lease_expires_at = @new_expires_at
+    lease_expires_at = @new_expires_at::timestamptz
 WHERE w.id = @id AND w.status = 'assigned' AND w.lease_expires_at <= @now::timestamptz
   AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
         @subject_generation, @owner_id, @lease_generation,
@@ -101,7 +104,7 @@ RETURNING *;
 
 -- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = @status, finished_at = @now::timestamptz
+SET status = @status::text, finished_at = @now::timestamptz
 WHERE w.id = @id AND w.status = 'assigned'
   AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
         @subject_generation, @owner_id, @lease_generation,
@@ -175,7 +178,7 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: WorkItemLegacyAssign :one
 UPDATE work_items
-SET status = 'assigned', workflow_id = @workflow_id, assigned_at = @now::timestamptz,
+SET status = 'assigned', workflow_id = @workflow_id::text, assigned_at = @now::timestamptz,
     lease_expires_at = sqlc.narg('lease_expires_at'), held_at = NULL
 WHERE id = @id
 RETURNING *;
@@ -188,7 +191,7 @@ WHERE id = @id AND status = 'assigned' AND NOT is_v2 AND subject_generation IS N
 RETURNING *;
 
 -- name: WorkItemLegacyComplete :one
-UPDATE work_items SET status = @status, finished_at = @now::timestamptz
+UPDATE work_items SET status = @status::text, finished_at = @now::timestamptz
 WHERE id = @id AND status = 'assigned'
 RETURNING *;
 
@@ -206,3 +209,6 @@ SELECT run_at_time FROM work_items
 WHERE status = 'pending' AND run_at_time > @now::timestamptz
 ORDER BY run_at_time
 LIMIT 1;
+
+-- name: WorkItemGetForUpdate :one
+SELECT * FROM work_items WHERE id = @id FOR UPDATE;

@@ -1,0 +1,106 @@
+// Package app is the GitHub App side of gitlease and the wiring of its HTTP
+// server: routes, authentication of the queue API, health and readiness.
+package app
+
+import (
+	"context"
+	"crypto/subtle"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gitlease/gitlease/db"
+	"github.com/gitlease/gitlease/queue/rpc"
+)
+
+// MaxRPCBody bounds a /rpc request body.
+const MaxRPCBody = 10 << 20
+
+// ServerConfig configures the HTTP surface.
+type ServerConfig struct {
+	// RPCToken is the bearer token /rpc requires; empty disables /rpc.
+	RPCToken Secret
+}
+
+// Secret is a credential that never prints: slog and fmt show it redacted.
+type Secret string
+
+// LogValue implements slog.LogValuer.
+func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// String implements fmt.Stringer.
+func (Secret) String() string { return "[redacted]" }
+
+// Server is gitlease's HTTP surface.
+type Server struct {
+	cfg    ServerConfig
+	pool   *pgxpool.Pool
+	rpc    *rpc.Handler
+	logger *slog.Logger
+	echo   *echo.Echo
+}
+
+// NewServer builds the routes. Extra routes (webhook, metrics) are added by
+// the caller through Echo.
+func NewServer(cfg ServerConfig, pool *pgxpool.Pool, rpcHandler *rpc.Handler, logger *slog.Logger) *Server {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{cfg: cfg, pool: pool, rpc: rpcHandler, logger: logger, echo: e}
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	e.POST("/rpc", s.handleRPC)
+	return s
+}
+
+// Echo exposes the router so other components can add routes.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// readyz answers 200 only when Postgres answers and the schema is current.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	st, err := db.Status(ctx, s.pool)
+	switch {
+	case err != nil:
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database unreachable"})
+	case !st.Ready():
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{
+			"status": "unavailable", "reason": "schema behind: run gitlease migrate",
+			"schema_version": st.Current, "required_version": st.Target,
+		})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "schema_version": st.Current})
+}
+
+// handleRPC serves the queue JSON-RPC API behind a bearer token.
+func (s *Server) handleRPC(c echo.Context) error {
+	if s.cfg.RPCToken == "" {
+		return c.JSON(http.StatusNotFound, map[string]string{"error": "/rpc is disabled: set GITLEASE_RPC_TOKEN to enable it"})
+	}
+	auth := c.Request().Header.Get(echo.HeaderAuthorization)
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.RPCToken)) != 1 {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gitlease"`)
+		return c.JSON(http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxRPCBody+1))
+	if err != nil {
+		return c.JSON(http.StatusBadRequest, map[string]string{"error": "could not read the request body"})
+	}
+	if len(body) > MaxRPCBody {
+		return c.JSON(http.StatusRequestEntityTooLarge, map[string]string{"error": "request body larger than 10 MiB"})
+	}
+	out := s.rpc.ServeJSONRPC(c.Request().Context(), body)
+	if out == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, out)
+}

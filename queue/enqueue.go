@@ -1,0 +1,287 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gitlease/gitlease/db/dbq"
+)
+
+// maxKeyLen is the longest idempotency key, after trimming.
+const maxKeyLen = 256
+
+// preparedEnqueue is a validated enqueue, ready to run in a transaction.
+type preparedEnqueue struct {
+	canonicalID string
+	taskID      string
+	dispatch    []byte
+	key         string
+	hash        string
+	res         *Reservation
+	runAt       *string
+	runAtTime   *time.Time
+	expireAfter *int64
+	expiresAt   *time.Time
+}
+
+// ValidateReservation checks r as a RepositoryReservation: repository
+// non-blank; refs non-blank, under refs/, without "..", without a trailing
+// "/"; base and head differ.
+func ValidateReservation(r Reservation) error {
+	if strings.TrimSpace(r.Repository) == "" {
+		return invalidf("repository reservation needs a repository")
+	}
+	for _, ref := range []struct{ name, v string }{{"base_ref", r.BaseRef}, {"head_ref", r.HeadRef}} {
+		switch {
+		case strings.TrimSpace(ref.v) == "":
+			return invalidf("repository reservation %s is blank", ref.name)
+		case !strings.HasPrefix(ref.v, "refs/"):
+			return invalidf("repository reservation %s %q must start with refs/", ref.name, ref.v)
+		case strings.Contains(ref.v, ".."):
+			return invalidf("repository reservation %s %q must not contain ..", ref.name, ref.v)
+		case strings.HasSuffix(ref.v, "/"):
+			return invalidf("repository reservation %s %q must not end with /", ref.name, ref.v)
+		}
+	}
+	if r.BaseRef == r.HeadRef {
+		return invalidf("repository reservation base_ref and head_ref must differ")
+	}
+	return nil
+}
+
+func prepareEnqueue(p EnqueueParams) (preparedEnqueue, error) {
+	var pe preparedEnqueue
+	d := p.Dispatch
+	if d.Subject == nil {
+		return pe, invalidf("queue subject identity is missing")
+	}
+	if strings.TrimSpace(d.WorkflowRef) == "" {
+		return pe, invalidf("subject_dispatch.workflow_ref must not be blank")
+	}
+	if p.Reservation != nil {
+		if err := ValidateReservation(*p.Reservation); err != nil {
+			return pe, err
+		}
+		pe.res = &Reservation{
+			Repository: strings.TrimSpace(p.Reservation.Repository),
+			BaseRef:    strings.TrimSpace(p.Reservation.BaseRef),
+			HeadRef:    strings.TrimSpace(p.Reservation.HeadRef),
+		}
+	}
+	var err error
+	if pe.canonicalID, err = CanonicalID(d.Subject.Kind, d.Subject.ID); err != nil {
+		return pe, err
+	}
+	pe.taskID = TaskID(d.Subject.Kind, d.Subject.ID)
+	if err := pe.schedule(p.RunAt, p.ExpireAfterSecs, true); err != nil {
+		return pe, err
+	}
+	if p.IdempotencyKey != "" {
+		if strings.TrimSpace(p.IdempotencyKey) == "" {
+			return pe, invalidf("idempotency_key must not be blank")
+		}
+		pe.key = strings.TrimSpace(p.IdempotencyKey)
+		if len(pe.key) > maxKeyLen {
+			return pe, invalidf("idempotency_key must be at most %d characters", maxKeyLen)
+		}
+	}
+	if pe.hash, err = RequestHash(d, pe.res, pe.runAt, p.ExpireAfterSecs); err != nil {
+		return pe, fmt.Errorf("hash enqueue request: %w", err)
+	}
+	if pe.dispatch, err = json.Marshal(d); err != nil {
+		return pe, fmt.Errorf("encode dispatch: %w", err)
+	}
+	return pe, nil
+}
+
+// schedule records run_at and the expiry it implies. A run_at that does not
+// parse is an error when strict (v2) and counts as due otherwise (legacy).
+func (pe *preparedEnqueue) schedule(runAt string, expireAfterSecs *uint64, strict bool) error {
+	if expireAfterSecs != nil {
+		if *expireAfterSecs > math.MaxInt64/1000 {
+			return invalidf("expire_after_secs is too large")
+		}
+		pe.expireAfter = ptr(int64(*expireAfterSecs))
+	}
+	if runAt == "" {
+		return nil
+	}
+	pe.runAt = &runAt
+	t, err := ParseRFC3339(runAt)
+	if err != nil {
+		if strict {
+			return invalidf("run_at %q is not an RFC 3339 timestamp", runAt)
+		}
+		return nil
+	}
+	pe.runAtTime = &t
+	if pe.expireAfter != nil {
+		// Postgres and RFC 3339 stop at year 9999; an expiry past it cannot be stored.
+		limit := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+		if *pe.expireAfter > int64(limit.Sub(t)/time.Second) || t.After(limit) {
+			if strict {
+				return invalidf("run_at + expire_after_secs is not a valid timestamp")
+			}
+			return nil
+		}
+		pe.expiresAt = ptr(t.Add(time.Duration(*pe.expireAfter) * time.Second))
+	}
+	return nil
+}
+
+// Enqueue creates a pending v2 work item for p's subject with the subject's
+// next generation, atomically with every check below.
+//
+// A repeat of the same idempotency key and request hash returns the first
+// answer with Enqueued false, whatever has happened to that item since. It
+// returns *InvalidError for a malformed request, *IdempotencyConflictError when
+// the key is bound to another request, *SubjectCollisionError when the subject
+// has a live generation and *ReservationCollisionError when another live item
+// holds the same repository and head ref. A rejected call changes nothing and
+// binds no key.
+func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error) {
+	pe, err := prepareEnqueue(p)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	var res EnqueueResult
+	err = s.retryOnConflict(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		res, err = s.enqueue(ctx, tx, pe)
+		return err
+	})
+	return res, err
+}
+
+// EnqueueTx is Enqueue inside the caller's transaction, so the caller can
+// record its own rows in the same commit. A lost race is retried under a
+// savepoint, so the caller's transaction stays usable after any error this
+// returns other than a database failure.
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (EnqueueResult, error) {
+	pe, err := prepareEnqueue(p)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		var res EnqueueResult
+		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			res, err = s.enqueue(ctx, sp, pe)
+			return err
+		})
+		if err == nil || !isUniqueViolation(err) || attempt >= maxConflictRetries {
+			return res, err
+		}
+	}
+}
+
+func (s *Store) enqueue(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue) (EnqueueResult, error) {
+	now := s.now()
+	if err := s.sweep(ctx, tx, now); err != nil {
+		return EnqueueResult{}, err
+	}
+	if res, found, err := s.replay(ctx, tx, pe); found || err != nil {
+		return res, err
+	}
+	res, err := s.create(ctx, tx, pe, now)
+	var sc *SubjectCollisionError
+	var rc *ReservationCollisionError
+	if pe.key != "" && (errors.As(err, &sc) || errors.As(err, &rc)) {
+		// The blocker may be this key's own item, committed by a concurrent
+		// call after our first look: then this is a replay, not a collision.
+		if res, found, rerr := s.replay(ctx, tx, pe); found || rerr != nil {
+			return res, rerr
+		}
+	}
+	return res, err
+}
+
+// replay answers from the item already bound to pe's key, if there is one.
+func (s *Store) replay(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue) (EnqueueResult, bool, error) {
+	if pe.key == "" {
+		return EnqueueResult{}, false, nil
+	}
+	bound, err := s.q.WorkItemGetByKey(ctx, tx, pe.key)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return EnqueueResult{}, false, nil
+	case err != nil:
+		return EnqueueResult{}, false, fmt.Errorf("look up idempotency key: %w", err)
+	case deref(bound.RequestHash) != pe.hash:
+		return EnqueueResult{}, true, &IdempotencyConflictError{Key: pe.key}
+	}
+	return EnqueueResult{Enqueued: false, EntryID: bound.ID.String(), Subject: SubjectGeneration{
+		QualifiedID: deref(bound.CanonicalID), Generation: uint64(derefInt(bound.SubjectGeneration)),
+	}}, true, nil
+}
+
+// create checks the live subject and the reservation, then inserts the item
+// with the subject's next generation.
+func (s *Store) create(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
+	switch blocker, err := s.q.WorkItemLiveBySubject(ctx, tx, pe.canonicalID); {
+	case err == nil:
+		e := &SubjectCollisionError{QualifiedID: pe.canonicalID, EntryID: blocker.ID.String(), Status: blocker.Status}
+		if blocker.SubjectGeneration != nil {
+			e.Generation = ptr(uint64(*blocker.SubjectGeneration))
+		}
+		return EnqueueResult{}, e
+	case !errors.Is(err, pgx.ErrNoRows):
+		return EnqueueResult{}, fmt.Errorf("look up live subject: %w", err)
+	}
+	if pe.res != nil {
+		holder, err := s.q.WorkItemLiveByCollisionKey(ctx, tx, dbq.WorkItemLiveByCollisionKeyParams{
+			Repository: pe.res.Repository, HeadRef: pe.res.HeadRef,
+		})
+		switch {
+		case err == nil:
+			return EnqueueResult{}, &ReservationCollisionError{
+				Holder:      *Item{row: holder}.Reservation(),
+				EntryID:     holder.ID.String(),
+				QualifiedID: deref(holder.CanonicalID),
+				Generation:  uint64(derefInt(holder.SubjectGeneration)),
+				Status:      holder.Status,
+			}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return EnqueueResult{}, fmt.Errorf("look up reservation holder: %w", err)
+		}
+	}
+	gen, err := s.q.SubjectGenerationNext(ctx, tx, pe.canonicalID)
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("allocate subject generation: %w", err)
+	}
+	ins := dbq.WorkItemInsertParams{
+		ID:                s.cfg.NewID(),
+		IsV2:              true,
+		SubjectID:         pe.canonicalID,
+		CanonicalID:       &pe.canonicalID,
+		SubjectGeneration: &gen,
+		Dispatch:          pe.dispatch,
+		EnqueuedAt:        now,
+		RunAt:             pe.runAt,
+		RunAtTime:         pe.runAtTime,
+		ExpireAfterSecs:   pe.expireAfter,
+		ExpiresAfter:      pe.expiresAt,
+		RequestHash:       &pe.hash,
+	}
+	if pe.taskID != "" {
+		ins.TaskID = &pe.taskID
+	}
+	if pe.key != "" {
+		ins.IdempotencyKey = &pe.key
+	}
+	if pe.res != nil {
+		ins.Repository, ins.BaseRef, ins.HeadRef = &pe.res.Repository, &pe.res.BaseRef, &pe.res.HeadRef
+	}
+	row, err := s.q.WorkItemInsert(ctx, tx, ins)
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
+	}
+	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
+		QualifiedID: pe.canonicalID, Generation: uint64(gen),
+	}}, nil
+}

@@ -1,0 +1,164 @@
+package queue
+
+import (
+	"encoding/json"
+
+	"github.com/gitlease/gitlease/db/dbq"
+)
+
+// Statuses of a work item. The first three are live; the rest are terminal
+// outcomes, kept as history.
+const (
+	StatusPending   = "pending"
+	StatusAssigned  = "assigned"
+	StatusHeld      = "held"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+	StatusDropped   = "dropped"
+)
+
+// IsTerminal reports whether status is a finished item's outcome.
+func IsTerminal(status string) bool {
+	switch status {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusDropped:
+		return true
+	}
+	return false
+}
+
+// Item is one work item as stored, live or finished.
+type Item struct{ row dbq.WorkItem }
+
+// EntryID is the item's UUID.
+func (it Item) EntryID() string { return it.row.ID.String() }
+
+// Status is the item's state or, once finished, its terminal outcome.
+func (it Item) Status() string { return it.row.Status }
+
+// QualifiedID is the canonical subject ID ("" for a legacy item without one).
+func (it Item) QualifiedID() string { return deref(it.row.CanonicalID) }
+
+// Generation is the subject generation (0 for a legacy item without one).
+func (it Item) Generation() uint64 { return uint64(derefInt(it.row.SubjectGeneration)) }
+
+// Dispatch is the stored dispatch JSON.
+func (it Item) Dispatch() json.RawMessage { return json.RawMessage(it.row.Dispatch) }
+
+// Reservation is the item's repository reservation, or nil.
+func (it Item) Reservation() *Reservation {
+	if it.row.Repository == nil {
+		return nil
+	}
+	return &Reservation{Repository: *it.row.Repository, BaseRef: deref(it.row.BaseRef), HeadRef: deref(it.row.HeadRef)}
+}
+
+// Fence is the item's current execution fence, or nil before its first v2
+// hand-out.
+func (it Item) Fence() *Fence { return fenceOf(it.row) }
+
+// Entry is the item in its QueueEntry wire form.
+func (it Item) Entry() Entry { return entryOf(it.row) }
+
+// IdempotencyKey is the key bound to the item, or "".
+func (it Item) IdempotencyKey() string { return deref(it.row.IdempotencyKey) }
+
+func entryOf(w dbq.WorkItem) Entry {
+	e := Entry{
+		EntryID:         w.ID.String(),
+		SubjectID:       w.SubjectID,
+		SubjectDispatch: json.RawMessage(w.Dispatch),
+		Status:          w.Status,
+		TaskID:          deref(w.TaskID),
+		WorkflowID:      deref(w.WorkflowID),
+		EnqueuedAt:      EntryTime{w.EnqueuedAt},
+		RunAt:           deref(w.RunAt),
+	}
+	if w.AssignedAt != nil {
+		e.AssignedAt = &EntryTime{*w.AssignedAt}
+	}
+	if w.HeldAt != nil {
+		e.HeldAt = &EntryTime{*w.HeldAt}
+	}
+	if w.ExpireAfterSecs != nil {
+		n := uint64(*w.ExpireAfterSecs)
+		e.ExpireAfterSecs = &n
+	}
+	return e
+}
+
+// fenceOf builds the fence a v2 hand-out issued for w; nil if it has none.
+func fenceOf(w dbq.WorkItem) *Fence {
+	if w.LeaseGeneration == 0 || w.WorkflowID == nil || w.LeaseOwner == nil || w.LeaseExpiresAt == nil {
+		return nil
+	}
+	f := &Fence{
+		Schema:             FenceSchema,
+		Version:            FenceVersion,
+		WorkflowID:         *w.WorkflowID,
+		WorkflowGeneration: uint64(derefInt(w.WorkflowGeneration)),
+		QueueLease: &LeaseFence{
+			EntryID:    w.ID.String(),
+			OwnerID:    *w.LeaseOwner,
+			Generation: uint64(w.LeaseGeneration),
+			ExpiresAt:  FenceTime{*w.LeaseExpiresAt},
+		},
+	}
+	if w.CanonicalID != nil && w.SubjectGeneration != nil {
+		f.Subject = &SubjectGeneration{QualifiedID: *w.CanonicalID, Generation: uint64(*w.SubjectGeneration)}
+	}
+	if w.Repository != nil {
+		f.Repository = &Reservation{Repository: *w.Repository, BaseRef: deref(w.BaseRef), HeadRef: deref(w.HeadRef)}
+	}
+	return f
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func derefInt(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// View is an item as gitlease/entry/get shows it: any item, finished ones
+// included, with its status or terminal outcome.
+type View struct {
+	EntryID        string       `json:"entry_id"`
+	QualifiedID    string       `json:"qualified_id"`
+	Generation     uint64       `json:"generation"`
+	Status         string       `json:"status"`
+	EnqueuedAt     EntryTime    `json:"enqueued_at"`
+	FinishedAt     *EntryTime   `json:"finished_at,omitempty"`
+	IdempotencyKey string       `json:"idempotency_key,omitempty"`
+	WorkflowID     string       `json:"workflow_id,omitempty"`
+	Execution      *Fence       `json:"execution,omitempty"`
+	Repository     *Reservation `json:"repository,omitempty"`
+}
+
+// View returns the item's gitlease/entry/get form.
+func (it Item) View() View {
+	v := View{
+		EntryID:        it.EntryID(),
+		QualifiedID:    it.QualifiedID(),
+		Generation:     it.Generation(),
+		Status:         it.row.Status,
+		EnqueuedAt:     EntryTime{it.row.EnqueuedAt},
+		IdempotencyKey: it.IdempotencyKey(),
+		WorkflowID:     deref(it.row.WorkflowID),
+		Execution:      it.Fence(),
+		Repository:     it.Reservation(),
+	}
+	if it.row.FinishedAt != nil {
+		v.FinishedAt = &EntryTime{*it.row.FinishedAt}
+	}
+	return v
+}

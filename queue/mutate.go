@@ -1,0 +1,265 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gitlease/gitlease/db/dbq"
+)
+
+// The fenced operations, for classifying a compare-and-swap that missed.
+type fencedOp int
+
+const (
+	opRenew fencedOp = iota
+	opRecover
+	opComplete
+	opReleasePending
+)
+
+// Reasons carried by mutation results, worded as the reference words them.
+const (
+	reasonStale   = "execution fence does not own this queue lease"
+	reasonExpired = "queue lease has expired and requires recovery"
+)
+
+// RenewParams extends a live lease (QueueLeaseRenewRequest).
+type RenewParams struct {
+	Execution Fence
+	// TTLSecs, if set, is the requested extension, capped at the lease TTL.
+	TTLSecs *uint64
+}
+
+// RecoverParams moves an expired lease to a new owner (QueueLeaseRecoverRequest).
+type RecoverParams struct {
+	Execution  Fence // the dead owner's last fence
+	NewOwnerID string
+	TTLSecs    *uint64
+}
+
+// CompleteParams finishes a leased item (QueueCompletionV2Request).
+type CompleteParams struct {
+	Execution Fence
+	Status    string // completed, failed or cancelled
+}
+
+// ReleasePendingParams returns a leased item to pending (QueueReleasePendingV2Request).
+type ReleasePendingParams struct {
+	Execution Fence
+	Reason    string
+}
+
+// ttl is the lease extension a renew or recover asks for, capped at the TTL.
+func (s *Store) ttl(secs *uint64) (time.Duration, error) {
+	if secs == nil {
+		return s.cfg.LeaseTTL, nil
+	}
+	if *secs == 0 {
+		return 0, invalidf("lease renewal ttl_secs must be greater than zero")
+	}
+	if d := time.Duration(*secs) * time.Second; *secs < uint64(s.cfg.LeaseTTL/time.Second) && d < s.cfg.LeaseTTL {
+		return d, nil
+	}
+	return s.cfg.LeaseTTL, nil
+}
+
+// fenceArgs are the fence columns every compare-and-swap query takes.
+type fenceArgs struct {
+	id                                uuid.UUID
+	workflowID, qualifiedID, ownerID  string
+	workflowGen, subjectGen, leaseGen int64
+	repository, baseRef, headRef      *string
+}
+
+// argsOf maps a validated queue-backed fence onto query arguments. ok is false
+// when the fence cannot match any stored item (no subject, or an entry ID that
+// is not a UUID); the caller then only classifies.
+func argsOf(f Fence) (a fenceArgs, ok bool) {
+	id, err := uuid.Parse(f.QueueLease.EntryID)
+	if err != nil || f.Subject == nil {
+		return a, false
+	}
+	a = fenceArgs{
+		id: id, workflowID: f.WorkflowID, qualifiedID: f.Subject.QualifiedID, ownerID: f.QueueLease.OwnerID,
+		workflowGen: int64(f.WorkflowGeneration), subjectGen: int64(f.Subject.Generation),
+		leaseGen: int64(f.QueueLease.Generation),
+	}
+	if r := f.Repository; r != nil {
+		a.repository, a.baseRef, a.headRef = &r.Repository, &r.BaseRef, &r.HeadRef
+	}
+	return a, true
+}
+
+// Renew extends a live lease to max(expiry, now + min(ttl, TTL)), keeping its
+// generation. A lease that has expired is not renewed (outcome stale_fence):
+// it needs Recover. Fence problems are outcomes, not errors; it returns
+// *InvalidError for a malformed request.
+func (s *Store) Renew(ctx context.Context, p RenewParams) (MutationResult, error) {
+	if err := p.Execution.Validate(true); err != nil {
+		return MutationResult{}, err
+	}
+	ttl, err := s.ttl(p.TTLSecs)
+	if err != nil {
+		return MutationResult{}, err
+	}
+	return s.fenced(ctx, opRenew, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		return s.q.WorkItemRenew(ctx, s.pool, dbq.WorkItemRenewParams{
+			NewExpiresAt: now.Add(ttl), ID: a.id, Now: now,
+			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
+			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
+			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+		})
+	})
+}
+
+// Recover moves an expired lease to p.NewOwnerID with the next lease
+// generation and a fresh expiry; workflow and subject generation never change,
+// so the old owner's fence is stale from then on. A live lease is left alone
+// (outcome lease_still_live, with its current fence). It returns *InvalidError
+// for a malformed request or a new owner equal to the old one.
+func (s *Store) Recover(ctx context.Context, p RecoverParams) (MutationResult, error) {
+	if err := p.Execution.Validate(true); err != nil {
+		return MutationResult{}, err
+	}
+	newOwner := strings.TrimSpace(p.NewOwnerID)
+	if newOwner == "" || newOwner == p.Execution.QueueLease.OwnerID {
+		return MutationResult{}, invalidf("lease recovery must transfer to a different owner_id")
+	}
+	ttl, err := s.ttl(p.TTLSecs)
+	if err != nil {
+		return MutationResult{}, err
+	}
+	return s.fenced(ctx, opRecover, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		return s.q.WorkItemRecover(ctx, s.pool, dbq.WorkItemRecoverParams{
+			NewOwnerID: newOwner, NewExpiresAt: now.Add(ttl), ID: a.id, Now: now,
+			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
+			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
+			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+		})
+	})
+}
+
+// Complete finishes a leased item with outcome p.Status. It does not check
+// the expiry: an expired lease nobody recovered may still finish. Repeating a
+// completion with the same fence answers already_applied and the first
+// outcome stands. It returns *InvalidError for a malformed request.
+func (s *Store) Complete(ctx context.Context, p CompleteParams) (MutationResult, error) {
+	if err := p.Execution.Validate(true); err != nil {
+		return MutationResult{}, err
+	}
+	switch p.Status {
+	case StatusCompleted, StatusFailed, StatusCancelled:
+	default:
+		return MutationResult{}, invalidf("completion status must be completed, failed or cancelled, not %q", p.Status)
+	}
+	return s.fenced(ctx, opComplete, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		return s.q.WorkItemComplete(ctx, s.pool, dbq.WorkItemCompleteParams{
+			Status: p.Status, Now: now, ID: a.id,
+			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
+			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
+			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+		})
+	})
+}
+
+// ReleasePending returns a leased item to pending, keeping its workflow,
+// generations and lease counters, so the next hand-out resumes the same
+// workflow one lease generation up. The reason goes into the item's audit
+// log. A retry after success answers already_applied. It returns
+// *InvalidError for a malformed request.
+func (s *Store) ReleasePending(ctx context.Context, p ReleasePendingParams) (MutationResult, error) {
+	if err := p.Execution.Validate(true); err != nil {
+		return MutationResult{}, err
+	}
+	reason := strings.TrimSpace(p.Reason)
+	if reason == "" {
+		return MutationResult{}, invalidf("release_pending reason must not be blank")
+	}
+	audit, err := json.Marshal([]map[string]string{{
+		"method": "queue/v2/release_pending", "from_status": StatusAssigned, "to_status": StatusPending, "reason": reason,
+	}})
+	if err != nil {
+		return MutationResult{}, fmt.Errorf("encode audit record: %w", err)
+	}
+	res, err := s.fenced(ctx, opReleasePending, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		return s.q.WorkItemReleasePending(ctx, s.pool, dbq.WorkItemReleasePendingParams{
+			Audit: audit, ID: a.id,
+			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
+			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
+			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+		})
+	})
+	res.Execution = nil // release_pending answers without a fence
+	return res, err
+}
+
+// fenced runs one compare-and-swap; when it takes no row, the stored item
+// decides the outcome. A row that changed between the two is tried again.
+func (s *Store) fenced(ctx context.Context, op fencedOp, f Fence, cas func(time.Time, fenceArgs) (dbq.WorkItem, error)) (MutationResult, error) {
+	a, matchable := argsOf(f)
+	for attempt := 0; ; attempt++ {
+		now := s.now()
+		if matchable {
+			w, err := cas(now, a)
+			if err == nil {
+				return MutationResult{Outcome: OutcomeApplied, Execution: fenceOf(w)}, nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return MutationResult{}, fmt.Errorf("fenced update: %w", err)
+			}
+		}
+		var row *dbq.WorkItem
+		if id, err := uuid.Parse(f.QueueLease.EntryID); err == nil {
+			w, err := s.q.WorkItemGet(ctx, s.pool, id)
+			switch {
+			case err == nil:
+				row = &w
+			case !errors.Is(err, pgx.ErrNoRows):
+				return MutationResult{}, fmt.Errorf("read work item: %w", err)
+			}
+		}
+		if res, ok := classify(op, f, row, now); ok || attempt >= maxConflictRetries {
+			return res, nil
+		}
+	}
+}
+
+// classify decides a fenced call the compare-and-swap did not apply, by the
+// decision table of queue v2 §3.5. ok is false when the row would have been
+// applied after all (it changed in between): the caller tries again.
+func classify(op fencedOp, f Fence, w *dbq.WorkItem, now time.Time) (res MutationResult, ok bool) {
+	switch {
+	case w == nil:
+		return MutationResult{Outcome: OutcomeNotFound}, true
+	case IsTerminal(w.Status):
+		if op == opComplete && w.Status != StatusDropped && exactMatch(f, *w) {
+			return MutationResult{Outcome: OutcomeAlreadyApplied, Execution: fenceOf(*w)}, true
+		}
+		reason := "queue entry is done"
+		if w.Status == StatusDropped {
+			reason = "queue entry is dropped"
+		}
+		return MutationResult{Outcome: OutcomeNotAssigned, Reason: reason}, true
+	case op == opReleasePending && w.Status == StatusPending && exactMatch(f, *w):
+		return MutationResult{Outcome: OutcomeAlreadyApplied}, true
+	case w.Status != StatusAssigned:
+		return MutationResult{Outcome: OutcomeNotAssigned, Reason: "queue entry is " + w.Status}, true
+	case !exactMatch(f, *w):
+		return MutationResult{Outcome: OutcomeStaleFence, Reason: reasonStale}, true
+	}
+	live := w.LeaseExpiresAt != nil && w.LeaseExpiresAt.After(now)
+	switch {
+	case op == opRenew && !live:
+		return MutationResult{Outcome: OutcomeStaleFence, Reason: reasonExpired}, true
+	case op == opRecover && live:
+		return MutationResult{Outcome: OutcomeLeaseStillLive, Execution: fenceOf(*w)}, true
+	}
+	return MutationResult{}, false
+}

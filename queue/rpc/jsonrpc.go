@@ -1,0 +1,140 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+)
+
+// response is a JSON-RPC 2.0 response object. Exactly one of Result and
+// Error is set.
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+var nullID = json.RawMessage("null")
+
+// router answers one method call. noReply is true for calls that must get no
+// response even when they carry an id ($/ notifications, exit).
+type router func(ctx context.Context, method string, params json.RawMessage) (result any, err *Error, noReply bool)
+
+// handleMessage processes one decoded JSON value as a request or
+// notification and returns its response, or nil when none is owed.
+func handleMessage(ctx context.Context, raw json.RawMessage, route router) *response {
+	var msg map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &msg); err != nil || msg == nil {
+		return &response{JSONRPC: "2.0", ID: nullID, Error: errorf(CodeInvalidRequest, "invalid request: a JSON-RPC message must be an object")}
+	}
+	id, isRequest := msg["id"]
+	if isRequest && !validID(id) {
+		return &response{JSONRPC: "2.0", ID: nullID, Error: errorf(CodeInvalidRequest, "invalid request: id must be a string, a number or null")}
+	}
+	if !isRequest {
+		id = nullID
+	}
+	var version, method string
+	if err := json.Unmarshal(msg["jsonrpc"], &version); err != nil || version != "2.0" {
+		return &response{JSONRPC: "2.0", ID: id, Error: errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)}
+	}
+	if err := json.Unmarshal(msg["method"], &method); err != nil || method == "" {
+		return &response{JSONRPC: "2.0", ID: id, Error: errorf(CodeInvalidRequest, `invalid request: "method" must be a non-empty string`)}
+	}
+	result, rpcErr, noReply := route(ctx, method, msg["params"])
+	if !isRequest || noReply {
+		return nil
+	}
+	if rpcErr != nil {
+		return &response{JSONRPC: "2.0", ID: id, Error: rpcErr}
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		return &response{JSONRPC: "2.0", ID: id, Error: errorf(CodeInternal, "internal error: encode result")}
+	}
+	return &response{JSONRPC: "2.0", ID: id, Result: b}
+}
+
+func validID(id json.RawMessage) bool {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 {
+		return false
+	}
+	switch id[0] {
+	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
+}
+
+// handlePayload processes an HTTP body: one message or a batch. It returns
+// the bytes to send, or nil when only notifications were sent.
+func handlePayload(ctx context.Context, body []byte, route router) []byte {
+	body = bytes.TrimSpace(body)
+	if !json.Valid(body) {
+		return mustMarshal(&response{JSONRPC: "2.0", ID: nullID, Error: errorf(CodeParseError, "parse error: the body is not valid JSON")})
+	}
+	if len(body) > 0 && body[0] == '[' {
+		var batch []json.RawMessage
+		if err := json.Unmarshal(body, &batch); err != nil || len(batch) == 0 {
+			return mustMarshal(&response{JSONRPC: "2.0", ID: nullID, Error: errorf(CodeInvalidRequest, "invalid request: a batch must be a non-empty array")})
+		}
+		out := make([]*response, 0, len(batch))
+		for _, m := range batch {
+			if r := handleMessage(ctx, m, route); r != nil {
+				out = append(out, r)
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return mustMarshal(out)
+	}
+	if r := handleMessage(ctx, body, route); r != nil {
+		return mustMarshal(r)
+	}
+	return nil
+}
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // responses are built from types that always encode
+	}
+	return b
+}
+
+// ServeJSONRPC answers an HTTP JSON-RPC body: a single request or a batch.
+// It returns nil when the body held only notifications (HTTP 204). Over HTTP
+// no initialize is needed: the transport is stateless.
+func (h *Handler) ServeJSONRPC(ctx context.Context, body []byte) []byte {
+	return handlePayload(ctx, body, h.routeStateless)
+}
+
+func (h *Handler) routeStateless(ctx context.Context, method string, params json.RawMessage) (any, *Error, bool) {
+	if r, e, noReply, ok := h.lifecycle(method, params); ok {
+		return r, e, noReply
+	}
+	res, err := h.Call(ctx, method, params)
+	return res, err, false
+}
+
+// lifecycle answers the plugin lifecycle methods that need no session state.
+func (h *Handler) lifecycle(method string, params json.RawMessage) (result any, err *Error, noReply, ok bool) {
+	switch method {
+	case "$/ping", "shutdown":
+		return struct{}{}, nil, false, true
+	case "health/check":
+		return map[string]string{"status": "healthy"}, nil, false, true
+	case "initialized":
+		return nil, nil, true, true
+	case "initialize":
+		res, e := h.initialize(params)
+		return res, e, false, true
+	}
+	if len(method) > 2 && method[:2] == "$/" {
+		return nil, nil, true, true
+	}
+	return nil, nil, false, false
+}

@@ -1,0 +1,474 @@
+// Package rpc is the queue v2 JSON-RPC surface of gitlease: the method table
+// over queue.Store, the HTTP framing (single and batch requests) and the
+// stdio plugin session.
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/gitlease/gitlease/queue"
+)
+
+// The methods a queue plugin advertises, in the reference's order.
+var (
+	legacyMethods = []string{
+		"queue/enqueue", "queue/list", "queue/lease", "queue/stats", "queue/next_deadline", "queue/hold",
+		"queue/release", "queue/release_pending", "queue/drop", "queue/reorder", "queue/mark_assigned", "queue/completion",
+	}
+	v2Methods = []string{
+		"queue/v2/enqueue", "queue/v2/lease", "queue/v2/lease/renew", "queue/v2/lease/recover",
+		"queue/v2/completion", "queue/v2/release_pending",
+	}
+)
+
+// Methods lists every method a plugin advertises in capabilities.methods.
+func Methods() []string {
+	m := append(append([]string{}, legacyMethods...), v2Methods...)
+	return append(m, "health/check")
+}
+
+// MethodEntryGet is gitlease's read method for outside workers.
+const MethodEntryGet = "gitlease/entry/get"
+
+type handlerFunc func(ctx context.Context, params json.RawMessage) (any, error)
+
+// Handler answers queue method calls against a Store. It holds no per-call
+// state and is safe for concurrent use.
+type Handler struct {
+	store   *queue.Store
+	version string
+	logger  *slog.Logger
+	methods map[string]handlerFunc
+}
+
+// NewHandler returns a Handler over store; version is the plugin version it
+// reports at initialize.
+func NewHandler(store *queue.Store, version string, logger *slog.Logger) *Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{store: store, version: version, logger: logger}
+	h.methods = map[string]handlerFunc{
+		"queue/v2/enqueue":         h.v2Enqueue,
+		"queue/v2/lease":           h.v2Lease,
+		"queue/v2/lease/renew":     h.v2Renew,
+		"queue/v2/lease/recover":   h.v2Recover,
+		"queue/v2/completion":      h.v2Completion,
+		"queue/v2/release_pending": h.v2ReleasePending,
+		"queue/list":               h.list,
+		"queue/stats":              h.stats,
+		"queue/hold":               h.hold,
+		"queue/release":            h.release,
+		"queue/drop":               h.drop,
+		"queue/reorder":            h.reorder,
+		"queue/next_deadline":      h.nextDeadline,
+		"queue/enqueue":            h.legacyEnqueue,
+		"queue/lease":              h.legacyLease,
+		"queue/mark_assigned":      h.markAssigned,
+		"queue/release_pending":    h.legacyReleasePending,
+		"queue/completion":         h.legacyCompletion,
+		MethodEntryGet:             h.entryGet,
+	}
+	return h
+}
+
+// IsQueueMethod reports whether method is served by Call.
+func (h *Handler) IsQueueMethod(method string) bool {
+	_, ok := h.methods[method]
+	return ok
+}
+
+// Call runs one queue method. The result is ready to encode; a failure is
+// always an *Error (storage failures are logged and reported as -32603).
+func (h *Handler) Call(ctx context.Context, method string, params json.RawMessage) (any, *Error) {
+	fn, ok := h.methods[method]
+	if !ok {
+		return nil, errorf(CodeMethodNotFound, "method '%s' not implemented by gitlease", method)
+	}
+	res, err := fn(ctx, params)
+	if err != nil {
+		e, internal := toError(err)
+		if internal {
+			h.logger.ErrorContext(ctx, "queue call failed", "method", method, "err", err)
+		}
+		return nil, e
+	}
+	return res, nil
+}
+
+func absent(params json.RawMessage) bool {
+	p := bytes.TrimSpace(params)
+	return len(p) == 0 || bytes.Equal(p, []byte("null"))
+}
+
+// decode reads params loosely (legacy types are not strict).
+func decode(method string, params json.RawMessage, v any) error {
+	if absent(params) {
+		return errorf(CodeInvalidParams, "invalid %s params: missing params", method)
+	}
+	if err := json.Unmarshal(params, v); err != nil {
+		return errorf(CodeInvalidParams, "invalid %s params: %v", method, err)
+	}
+	return nil
+}
+
+// decodeDispatch reads a SubjectDispatch, which is not strict but has
+// required fields.
+func decodeDispatch(method string, raw json.RawMessage) (queue.SubjectDispatch, error) {
+	var d queue.SubjectDispatch
+	if absent(raw) {
+		return d, errorf(CodeInvalidParams, "invalid %s params: missing field `subject_dispatch`", method)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return d, errorf(CodeInvalidParams, "invalid %s params: subject_dispatch must be an object", method)
+	}
+	for _, f := range []string{"workflow_ref", "trigger_source", "requested_at"} {
+		if absent(fields[f]) {
+			return d, errorf(CodeInvalidParams, "invalid %s params: missing field `%s` in subject_dispatch", method, f)
+		}
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return d, errorf(CodeInvalidParams, "invalid %s params: subject_dispatch: %v", method, err)
+	}
+	return d, nil
+}
+
+func required[T any](method, field string, v *T) error {
+	if v == nil {
+		return errorf(CodeInvalidParams, "invalid %s params: missing field `%s`", method, field)
+	}
+	return nil
+}
+
+type v2EnqueueParams struct {
+	SubjectDispatch json.RawMessage    `json:"subject_dispatch"`
+	IdempotencyKey  *string            `json:"idempotency_key,omitempty"`
+	Repository      *queue.Reservation `json:"repository,omitempty"`
+	RunAt           *string            `json:"run_at,omitempty"`
+	ExpireAfterSecs *uint64            `json:"expire_after_secs,omitempty"`
+}
+
+func (h *Handler) v2Enqueue(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/v2/enqueue"
+	var p v2EnqueueParams
+	if err := queue.DecodeStrict(params, &p, m); err != nil {
+		return nil, err
+	}
+	d, err := decodeDispatch(m, p.SubjectDispatch)
+	if err != nil {
+		return nil, err
+	}
+	ep := queue.EnqueueParams{Dispatch: d, Reservation: p.Repository, ExpireAfterSecs: p.ExpireAfterSecs}
+	if p.IdempotencyKey != nil {
+		if strings.TrimSpace(*p.IdempotencyKey) == "" {
+			return nil, errorf(CodeInvalidParams, "idempotency_key must not be blank")
+		}
+		ep.IdempotencyKey = *p.IdempotencyKey
+	}
+	if p.RunAt != nil {
+		ep.RunAt = *p.RunAt
+	}
+	return h.store.Enqueue(ctx, ep)
+}
+
+type v2LeaseParams struct {
+	Max         *uint64       `json:"max"`
+	OwnerID     *string       `json:"owner_id"`
+	WorkflowIDs []string      `json:"workflow_ids"`
+	Exclude     []queue.Fence `json:"exclude,omitempty"`
+}
+
+func (h *Handler) v2Lease(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/v2/lease"
+	var p v2LeaseParams
+	if err := queue.DecodeStrict(params, &p, m); err != nil {
+		return nil, err
+	}
+	if p.Max == nil || p.OwnerID == nil || p.WorkflowIDs == nil || *p.Max > queue.MaxLeaseBatch {
+		return nil, errorf(CodeInvalidParams, "queue v2 lease requires max 1..5, owner_id, and max unique workflow_ids")
+	}
+	return h.store.Lease(ctx, queue.LeaseParams{Max: int(*p.Max), OwnerID: *p.OwnerID, WorkflowIDs: p.WorkflowIDs, Exclude: p.Exclude})
+}
+
+type renewParams struct {
+	Execution *queue.Fence `json:"execution"`
+	TTLSecs   *uint64      `json:"ttl_secs,omitempty"`
+}
+
+func (h *Handler) v2Renew(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/v2/lease/renew"
+	var p renewParams
+	if err := queue.DecodeStrict(params, &p, m); err != nil {
+		return nil, err
+	}
+	if err := required(m, "execution", p.Execution); err != nil {
+		return nil, err
+	}
+	return h.store.Renew(ctx, queue.RenewParams{Execution: *p.Execution, TTLSecs: p.TTLSecs})
+}
+
+type recoverParams struct {
+	Execution  *queue.Fence `json:"execution"`
+	NewOwnerID *string      `json:"new_owner_id"`
+	TTLSecs    *uint64      `json:"ttl_secs,omitempty"`
+}
+
+func (h *Handler) v2Recover(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/v2/lease/recover"
+	var p recoverParams
+	if err := queue.DecodeStrict(params, &p, m); err != nil {
+		return nil, err
+	}
+	if err := required(m, "execution", p.Execution); err != nil {
+		return nil, err
+	}
+	if err := required(m, "new_owner_id", p.NewOwnerID); err != nil {
+		return nil, err
+	}
+	return h.store.Recover(ctx, queue.RecoverParams{Execution: *p.Execution, NewOwnerID: *p.NewOwnerID, TTLSecs: p.TTLSecs})
+}
+
+type completionParams struct {
+	Execution   *queue.Fence `json:"execution"`
+	Status      *string      `json:"status"`
+	WorkflowRef *string      `json:"workflow_ref,omitempty"`
+}
+
+func (h *Handler) v2Completion(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/v2/completion"
+	var p completionParams
+	if err := queue.DecodeStrict(params, &p, m); err != nil {
+		return nil, err
+	}
+	if err := required(m, "execution", p.Execution); err != nil {
+		return nil, err
+	}
+	if err := required(m, "status", p.Status); err != nil {
+		return nil, err
+	}
+	return h.store.Complete(ctx, queue.CompleteParams{Execution: *p.Execution, Status: *p.Status})
+}
+
+type releasePendingParams struct {
+	Execution *queue.Fence `json:"execution"`
+	Reason    *string      `json:"reason"`
+}
+
+func (h *Handler) v2ReleasePending(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/v2/release_pending"
+	var p releasePendingParams
+	if err := queue.DecodeStrict(params, &p, m); err != nil {
+		return nil, err
+	}
+	if err := required(m, "execution", p.Execution); err != nil {
+		return nil, err
+	}
+	if err := required(m, "reason", p.Reason); err != nil {
+		return nil, err
+	}
+	return h.store.ReleasePending(ctx, queue.ReleasePendingParams{Execution: *p.Execution, Reason: *p.Reason})
+}
+
+func (h *Handler) list(ctx context.Context, params json.RawMessage) (any, error) {
+	var p struct {
+		Status []string `json:"status"`
+		Limit  *uint64  `json:"limit"`
+		Offset *uint64  `json:"offset"`
+	}
+	if !absent(params) {
+		if err := decode("queue/list", params, &p); err != nil {
+			return nil, err
+		}
+	}
+	lp := queue.ListParams{Status: p.Status, Limit: p.Limit}
+	if p.Offset != nil {
+		lp.Offset = *p.Offset
+	}
+	return h.store.List(ctx, lp)
+}
+
+func (h *Handler) stats(ctx context.Context, _ json.RawMessage) (any, error) {
+	return h.store.Stats(ctx)
+}
+
+type entryIDParams struct {
+	EntryID *string `json:"entry_id"`
+}
+
+func (h *Handler) entryID(method string, params json.RawMessage) (string, error) {
+	var p entryIDParams
+	if err := decode(method, params, &p); err != nil {
+		return "", err
+	}
+	if err := required(method, "entry_id", p.EntryID); err != nil {
+		return "", err
+	}
+	return *p.EntryID, nil
+}
+
+func (h *Handler) hold(ctx context.Context, params json.RawMessage) (any, error) {
+	id, err := h.entryID("queue/hold", params)
+	if err != nil {
+		return nil, err
+	}
+	return h.store.Hold(ctx, id)
+}
+
+func (h *Handler) release(ctx context.Context, params json.RawMessage) (any, error) {
+	id, err := h.entryID("queue/release", params)
+	if err != nil {
+		return nil, err
+	}
+	return h.store.Release(ctx, id)
+}
+
+func (h *Handler) drop(ctx context.Context, params json.RawMessage) (any, error) {
+	id, err := h.entryID("queue/drop", params)
+	if err != nil {
+		return nil, err
+	}
+	return h.store.Drop(ctx, id)
+}
+
+func (h *Handler) reorder(ctx context.Context, params json.RawMessage) (any, error) {
+	var p struct {
+		EntryIDs []string `json:"entry_ids"`
+	}
+	if err := decode("queue/reorder", params, &p); err != nil {
+		return nil, err
+	}
+	n, err := h.store.Reorder(ctx, p.EntryIDs)
+	if err != nil {
+		h.logger.ErrorContext(ctx, "queue reorder failed", "err", err)
+		return nil, errorf(CodeReorderFailed, "queue reorder failed")
+	}
+	return map[string]int{"reordered_count": n}, nil
+}
+
+func (h *Handler) nextDeadline(ctx context.Context, _ json.RawMessage) (any, error) {
+	t, err := h.store.NextDeadline(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := struct {
+		NextRunAt *queue.EntryTime `json:"next_run_at,omitempty"`
+	}{}
+	if t != nil {
+		res.NextRunAt = &queue.EntryTime{Time: *t}
+	}
+	return res, nil
+}
+
+func (h *Handler) legacyEnqueue(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/enqueue"
+	var p struct {
+		SubjectDispatch json.RawMessage `json:"subject_dispatch"`
+		RunAt           string          `json:"run_at"`
+		ExpireAfterSecs *uint64         `json:"expire_after_secs"`
+	}
+	if err := decode(m, params, &p); err != nil {
+		return nil, err
+	}
+	d, err := decodeDispatch(m, p.SubjectDispatch)
+	if err != nil {
+		return nil, err
+	}
+	return h.store.LegacyEnqueue(ctx, d, p.RunAt, p.ExpireAfterSecs)
+}
+
+func (h *Handler) legacyLease(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/lease"
+	var p struct {
+		Max             *uint64  `json:"max"`
+		WorkflowIDs     []string `json:"workflow_ids"`
+		ExcludeSubjects []string `json:"exclude_subjects"`
+	}
+	if err := decode(m, params, &p); err != nil {
+		return nil, err
+	}
+	if err := required(m, "max", p.Max); err != nil {
+		return nil, err
+	}
+	if *p.Max > 1000 {
+		return nil, errorf(CodeInvalidParams, "invalid %s params: max must be at most 1000", m)
+	}
+	leased, err := h.store.LegacyLease(ctx, int(*p.Max), p.WorkflowIDs, p.ExcludeSubjects)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"leased": leased}, nil
+}
+
+func (h *Handler) markAssigned(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/mark_assigned"
+	var p struct {
+		EntryID    *string `json:"entry_id"`
+		WorkflowID string  `json:"workflow_id"`
+	}
+	if err := decode(m, params, &p); err != nil {
+		return nil, err
+	}
+	if err := required(m, "entry_id", p.EntryID); err != nil {
+		return nil, err
+	}
+	return h.store.MarkAssigned(ctx, *p.EntryID, p.WorkflowID)
+}
+
+func (h *Handler) legacyReleasePending(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/release_pending"
+	var p struct {
+		EntryID *string `json:"entry_id"`
+		Reason  *string `json:"reason"`
+	}
+	if err := decode(m, params, &p); err != nil {
+		return nil, err
+	}
+	if err := required(m, "entry_id", p.EntryID); err != nil {
+		return nil, err
+	}
+	if err := required(m, "reason", p.Reason); err != nil {
+		return nil, err
+	}
+	if err := h.store.LegacyReleasePending(ctx, *p.EntryID, *p.Reason); err != nil {
+		return nil, err
+	}
+	return map[string]string{"entry_id": *p.EntryID, "status": queue.StatusPending}, nil
+}
+
+func (h *Handler) legacyCompletion(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = "queue/completion"
+	var p struct {
+		EntryID     *string `json:"entry_id"`
+		Status      *string `json:"status"`
+		WorkflowRef string  `json:"workflow_ref"`
+		WorkflowID  string  `json:"workflow_id"`
+	}
+	if err := decode(m, params, &p); err != nil {
+		return nil, err
+	}
+	if err := required(m, "entry_id", p.EntryID); err != nil {
+		return nil, err
+	}
+	if err := required(m, "status", p.Status); err != nil {
+		return nil, err
+	}
+	return h.store.LegacyComplete(ctx, *p.EntryID, *p.Status, p.WorkflowRef, p.WorkflowID)
+}
+
+func (h *Handler) entryGet(ctx context.Context, params json.RawMessage) (any, error) {
+	id, err := h.entryID(MethodEntryGet, params)
+	if err != nil {
+		return nil, err
+	}
+	it, err := h.store.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get entry %s: %w", id, err)
+	}
+	return it.View(), nil
+}

@@ -1,0 +1,122 @@
+// Package queue is gitlease's durable work queue: generation-fenced leases of
+// work items held in PostgreSQL, with the invariants of the queue v2 protocol
+// enforced by the database itself. Store is its Go API; the JSON-RPC surface
+// in queue/rpc is a thin mapping over it.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gitlease/gitlease/db/dbq"
+)
+
+// MaxLeaseBatch is the most items one lease call hands out.
+const MaxLeaseBatch = 5
+
+// DefaultLeaseTTL is the lease time-to-live when Config.LeaseTTL is zero.
+const DefaultLeaseTTL = 30 * time.Minute
+
+// Config configures a Store. The zero value is usable.
+type Config struct {
+	// LeaseTTL is how long a lease lives without renewal (GITLEASE_LEASE_TTL).
+	LeaseTTL time.Duration
+	// Now is the queue's clock; time.Now when nil. Every timestamp the queue
+	// writes or compares comes from it, so tests can replay a fixed timeline.
+	Now func() time.Time
+	// NewID makes entry IDs; uuid.New (v4) when nil.
+	NewID func() uuid.UUID
+}
+
+// Store is the queue on PostgreSQL. It is safe for concurrent use by many
+// goroutines and many processes sharing one database.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *dbq.Queries
+	cfg  Config
+}
+
+// NewStore returns a Store over pool. The schema must be migrated (db.Migrate).
+func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = uuid.New
+	}
+	return &Store{pool: pool, q: dbq.New(), cfg: cfg}
+}
+
+// LeaseTTL is the configured lease time-to-live.
+func (s *Store) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }
+
+// now reads the queue clock at the database's precision.
+func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// InTx runs fn in a transaction and commits it if fn returns nil. Callers
+// that must write their own rows atomically with a queue change (the webhook
+// intake's delivery record) use it with the Store's *Tx methods.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+}
+
+// maxConflictRetries bounds how often a transaction that lost a unique-index
+// race is re-run; the re-run sees the winner and answers from it.
+const maxConflictRetries = 5
+
+// retryOnConflict runs fn in a fresh transaction, again when it fails on a
+// unique violation (a concurrent writer committed first).
+func (s *Store) retryOnConflict(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.InTx(ctx, fn)
+		if err == nil || !isUniqueViolation(err) || attempt >= maxConflictRetries {
+			return err
+		}
+	}
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// interpretError turns no-rows into ErrNotFound and wraps everything with what
+// was being done.
+func interpretError(what string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// sweep drops pending entries whose expire_after_secs has run out.
+func (s *Store) sweep(ctx context.Context, tx dbq.DBTX, now time.Time) error {
+	if _, err := s.q.WorkItemSweepExpired(ctx, tx, now); err != nil {
+		return fmt.Errorf("sweep expired entries: %w", err)
+	}
+	return nil
+}
+
+// Get returns the item with the given entry ID, live or finished.
+// It returns ErrNotFound when there is none.
+func (s *Store) Get(ctx context.Context, entryID string) (Item, error) {
+	id, err := uuid.Parse(entryID)
+	if err != nil {
+		return Item{}, ErrNotFound
+	}
+	w, err := s.q.WorkItemGet(ctx, s.pool, id)
+	if err != nil {
+		return Item{}, interpretError("get work item", err)
+	}
+	return Item{row: w}, nil
+}
