@@ -10,6 +10,26 @@ import (
 	"github.com/google/uuid"
 )
 
+type Delivery struct {
+	DeliveryID     string
+	Event          string
+	Action         *string
+	InstallationID *int64
+	RepositoryID   *int64
+	Repository     *string
+	Sender         *string
+	SecretIndex    int32
+	BodySha256     string
+	ReceivedAt     time.Time
+	LastReceivedAt time.Time
+	Attempts       int32
+	Outcome        string
+	Reason         *string
+	EntryID        *uuid.UUID
+	QualifiedID    *string
+	Generation     *int64
+}
+
 type SubjectGeneration struct {
 	QualifiedID    string
 	LastGeneration int64
@@ -45,4 +65,5 @@ type WorkItem struct {
 	HeldAt             *time.Time
 	FinishedAt         *time.Time
 	Audit              []byte
+	CancelRequestedAt  *time.Time
 }

@@ -29,6 +29,70 @@ func (q *Queries) SubjectGenerationNext(ctx context.Context, db DBTX, qualifiedI
 	return last_generation, err
 }
 
+const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
+UPDATE work_items
+SET status = 'cancelled', finished_at = $1::timestamptz
+WHERE canonical_id = $2::text AND status IN ('pending', 'held')
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+`
+
+type WorkItemCancelSubjectParams struct {
+	Now         time.Time
+	CanonicalID string
+}
+
+// A closed subject: its pending and held items finish cancelled.
+func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkItemCancelSubjectParams) ([]WorkItem, error) {
+	rows, err := db.Query(ctx, workItemCancelSubject, arg.Now, arg.CanonicalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkItem
+	for rows.Next() {
+		var i WorkItem
+		if err := rows.Scan(
+			&i.ID,
+			&i.Position,
+			&i.Status,
+			&i.IsV2,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.TaskID,
+			&i.Dispatch,
+			&i.EnqueuedAt,
+			&i.RunAt,
+			&i.RunAtTime,
+			&i.ExpireAfterSecs,
+			&i.ExpiresAfter,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.CollisionKey,
+			&i.WorkflowID,
+			&i.WorkflowGeneration,
+			&i.LeaseOwner,
+			&i.LeaseGeneration,
+			&i.LeaseExpiresAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
+			&i.Audit,
+			&i.CancelRequestedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workItemComplete = `-- name: WorkItemComplete :one
 UPDATE work_items w
 SET status = $1::text, finished_at = $2::timestamptz
@@ -36,7 +100,7 @@ WHERE w.id = $3 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemCompleteParams struct {
@@ -100,6 +164,7 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -132,7 +197,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemDropParams struct {
@@ -173,12 +238,88 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
+	)
+	return i, err
+}
+
+const workItemFinishCancelled = `-- name: WorkItemFinishCancelled :one
+UPDATE work_items w
+SET status = 'cancelled', finished_at = $1::timestamptz
+WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
+  AND work_item_fence_matches(w, $3, $4, $5,
+        $6, $7, $8,
+        $9, $10, $11)
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+`
+
+type WorkItemFinishCancelledParams struct {
+	Now                time.Time
+	ID                 uuid.UUID
+	WorkflowID         string
+	WorkflowGeneration int64
+	QualifiedID        string
+	SubjectGeneration  int64
+	OwnerID            string
+	LeaseGeneration    int64
+	Repository         *string
+	BaseRef            *string
+	HeadRef            *string
+}
+
+// Ends an assigned item whose subject was closed, at its owner's renew.
+func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg WorkItemFinishCancelledParams) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemFinishCancelled,
+		arg.Now,
+		arg.ID,
+		arg.WorkflowID,
+		arg.WorkflowGeneration,
+		arg.QualifiedID,
+		arg.SubjectGeneration,
+		arg.OwnerID,
+		arg.LeaseGeneration,
+		arg.Repository,
+		arg.BaseRef,
+		arg.HeadRef,
+	)
+	var i WorkItem
+	err := row.Scan(
+		&i.ID,
+		&i.Position,
+		&i.Status,
+		&i.IsV2,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.TaskID,
+		&i.Dispatch,
+		&i.EnqueuedAt,
+		&i.RunAt,
+		&i.RunAtTime,
+		&i.ExpireAfterSecs,
+		&i.ExpiresAfter,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.CollisionKey,
+		&i.WorkflowID,
+		&i.WorkflowGeneration,
+		&i.LeaseOwner,
+		&i.LeaseGeneration,
+		&i.LeaseExpiresAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -217,12 +358,13 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -258,12 +400,13 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemGetByKey = `-- name: WorkItemGetByKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items WHERE idempotency_key = $1::text
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items WHERE idempotency_key = $1::text
 `
 
 func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey string) (WorkItem, error) {
@@ -299,12 +442,13 @@ func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey 
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -340,6 +484,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -347,7 +492,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -389,6 +534,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -396,7 +542,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemHoldParams struct {
@@ -437,6 +583,7 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -452,7 +599,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemInsertParams struct {
@@ -526,12 +673,13 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
 WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
   AND position > $2::bigint
 ORDER BY position
@@ -588,6 +736,7 @@ func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg Work
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.Audit,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -611,7 +760,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.audit
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.audit, w.cancel_requested_at
 `
 
 type WorkItemLeaseManyParams struct {
@@ -668,6 +817,7 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.Audit,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -684,7 +834,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -732,6 +882,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -739,7 +890,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -781,12 +932,13 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -840,6 +992,7 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.Audit,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -856,7 +1009,7 @@ UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL,
     audit = audit || $1::jsonb
 WHERE id = $2 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemLegacyReleasePendingParams struct {
@@ -897,12 +1050,13 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, arg
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -954,6 +1108,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.Audit,
+			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -966,7 +1121,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveByCollisionKey = `-- name: WorkItemLiveByCollisionKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
 WHERE collision_key = lower(btrim($1::text)) || E'\n' || $2::text
   AND status IN ('pending', 'assigned', 'held')
 LIMIT 1
@@ -1010,12 +1165,13 @@ func (q *Queries) WorkItemLiveByCollisionKey(ctx context.Context, db DBTX, arg W
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
@@ -1058,6 +1214,7 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -1117,7 +1274,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemRecoverParams struct {
@@ -1183,6 +1340,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -1190,7 +1348,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1226,6 +1384,7 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -1237,7 +1396,7 @@ WHERE w.id = $2 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemReleasePendingParams struct {
@@ -1299,6 +1458,7 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }
@@ -1310,7 +1470,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
 `
 
 type WorkItemRenewParams struct {
@@ -1374,8 +1534,73 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.Audit,
+		&i.CancelRequestedAt,
 	)
 	return i, err
+}
+
+const workItemRequestCancel = `-- name: WorkItemRequestCancel :many
+UPDATE work_items
+SET cancel_requested_at = $1::timestamptz
+WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+`
+
+type WorkItemRequestCancelParams struct {
+	Now         time.Time
+	CanonicalID string
+}
+
+// A closed subject: its assigned items are told to stop at their next renew.
+func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkItemRequestCancelParams) ([]WorkItem, error) {
+	rows, err := db.Query(ctx, workItemRequestCancel, arg.Now, arg.CanonicalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkItem
+	for rows.Next() {
+		var i WorkItem
+		if err := rows.Scan(
+			&i.ID,
+			&i.Position,
+			&i.Status,
+			&i.IsV2,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.TaskID,
+			&i.Dispatch,
+			&i.EnqueuedAt,
+			&i.RunAt,
+			&i.RunAtTime,
+			&i.ExpireAfterSecs,
+			&i.ExpiresAfter,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.CollisionKey,
+			&i.WorkflowID,
+			&i.WorkflowGeneration,
+			&i.LeaseOwner,
+			&i.LeaseGeneration,
+			&i.LeaseExpiresAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
+			&i.Audit,
+			&i.CancelRequestedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const workItemSetPosition = `-- name: WorkItemSetPosition :exec

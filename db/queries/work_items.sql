@@ -212,3 +212,27 @@ LIMIT 1;
 
 -- name: WorkItemGetForUpdate :one
 SELECT * FROM work_items WHERE id = @id FOR UPDATE;
+
+-- name: WorkItemCancelSubject :many
+-- A closed subject: its pending and held items finish cancelled.
+UPDATE work_items
+SET status = 'cancelled', finished_at = @now::timestamptz
+WHERE canonical_id = @canonical_id::text AND status IN ('pending', 'held')
+RETURNING *;
+
+-- name: WorkItemRequestCancel :many
+-- A closed subject: its assigned items are told to stop at their next renew.
+UPDATE work_items
+SET cancel_requested_at = @now::timestamptz
+WHERE canonical_id = @canonical_id::text AND status = 'assigned' AND cancel_requested_at IS NULL
+RETURNING *;
+
+-- name: WorkItemFinishCancelled :one
+-- Ends an assigned item whose subject was closed, at its owner's renew.
+UPDATE work_items w
+SET status = 'cancelled', finished_at = @now::timestamptz
+WHERE w.id = @id AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
+  AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
+        @subject_generation, @owner_id, @lease_generation,
+        sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'))
+RETURNING *;

@@ -1,0 +1,56 @@
+# gitlease developer tasks. `make test` is what CI runs (see .ci/run).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO ?= go
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 10s
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: test check-generated check-fmt vet generate dev bench fuzz build
+
+# test: generated code is current, code is formatted and vetted, then the
+# whole test suite runs against a real PostgreSQL (scripts/with-postgres).
+test: check-generated check-fmt vet
+	scripts/with-postgres $(GO) test -count=1 ./...
+
+check-generated:
+	@cd db && $(GO) tool sqlc diff || { \
+		echo "generated sqlc code in db/dbq is out of date with db/queries or db/migrations; run \`make generate\`" >&2; \
+		exit 1; }
+
+check-fmt:
+	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -print0 | xargs -0 -r gofmt -l); \
+	if [[ -n $$files ]]; then \
+		echo "these files are not gofmt-formatted; run \`gofmt -w\` on them:" >&2; \
+		echo "$$files" >&2; \
+		exit 1; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+generate:
+	cd db && $(GO) tool sqlc generate
+
+dev:
+	$(GO) run ./cmd/gitlease dev
+
+bench:
+	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# fuzz: each Fuzz* target in turn, FUZZTIME each (go test -fuzz takes one
+# target at a time). Example: make fuzz FUZZTIME=1m
+fuzz:
+	@targets=$$(grep -rEo --include='*_test.go' --exclude-dir=.git --exclude-dir=testdata \
+		'^func Fuzz[A-Za-z0-9_]*\([A-Za-z0-9_]+ \*testing\.F\)' . | \
+		sed -E 's#^(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)\(.*#\1 \2#' | sort -u); \
+	if [[ -z $$targets ]]; then echo "no fuzz targets found"; exit 0; fi; \
+	while read -r pkg name; do \
+		echo "==> $$pkg $$name ($(FUZZTIME))"; \
+		scripts/with-postgres $(GO) test "$$pkg" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) </dev/null; \
+	done <<< "$$targets"
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gitlease ./cmd/gitlease

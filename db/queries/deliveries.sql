@@ -1,0 +1,30 @@
+-- name: DeliveryRecord :one
+-- Records an arrival of a delivery. A first arrival inserts the row; a
+-- redelivery (same ID) counts an attempt and waits for the first arrival's
+-- transaction, so it reads that arrival's final outcome.
+INSERT INTO deliveries (
+    delivery_id, event, action, installation_id, repository_id, repository, sender,
+    secret_index, body_sha256, received_at, last_received_at, outcome
+) VALUES (
+    @delivery_id, @event, sqlc.narg('action'), sqlc.narg('installation_id'), sqlc.narg('repository_id'),
+    sqlc.narg('repository'), sqlc.narg('sender'), @secret_index, @body_sha256, @now::timestamptz, @now::timestamptz, 'received'
+)
+ON CONFLICT (delivery_id) DO UPDATE
+    SET attempts = deliveries.attempts + 1, last_received_at = EXCLUDED.last_received_at
+RETURNING *, (xmax = 0) AS inserted;
+
+-- name: DeliverySetOutcome :exec
+UPDATE deliveries
+SET outcome = @outcome, reason = sqlc.narg('reason'), entry_id = sqlc.narg('entry_id'),
+    qualified_id = sqlc.narg('qualified_id'), generation = sqlc.narg('generation')
+WHERE delivery_id = @delivery_id;
+
+-- name: DeliveryGet :one
+SELECT * FROM deliveries WHERE delivery_id = @delivery_id;
+
+-- name: DeliveryPrune :execrows
+-- Deletes deliveries older than the retention age, a bounded batch at a time.
+DELETE FROM deliveries
+WHERE delivery_id IN (
+    SELECT delivery_id FROM deliveries WHERE received_at < @before::timestamptz LIMIT @batch
+);
