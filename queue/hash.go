@@ -39,6 +39,11 @@ func RequestHash(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSe
 	if err != nil {
 		return "", err
 	}
+	// Decoding below would turn a bad surrogate in input or metadata into
+	// U+FFFD; catch it while the text is still as sent.
+	if err := checkText(raw); err != nil {
+		return "", invalidf("invalid JSON: %v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var dispatch map[string]any

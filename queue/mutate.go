@@ -30,6 +30,13 @@ const (
 	reasonExpired = "queue lease has expired and requires recovery"
 )
 
+// ReasonSubjectClosed is the reason a renew gives (outcome not_assigned)
+// when the item's subject was closed while it ran: the item has finished
+// cancelled and its owner should stop.
+const ReasonSubjectClosed = "queue entry was cancelled: its subject was closed"
+
+var errSubjectClosed = errors.New(ReasonSubjectClosed)
+
 // RenewParams extends a live lease (QueueLeaseRenewRequest).
 type RenewParams struct {
 	Execution Fence
@@ -110,12 +117,27 @@ func (s *Store) Renew(ctx context.Context, p RenewParams) (MutationResult, error
 		return MutationResult{}, err
 	}
 	return s.fenced(ctx, opRenew, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
-		return s.q.WorkItemRenew(ctx, s.pool, dbq.WorkItemRenewParams{
+		w, err := s.q.WorkItemRenew(ctx, s.pool, dbq.WorkItemRenewParams{
 			NewExpiresAt: now.Add(ttl), ID: a.id, Now: now,
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
 			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
 		})
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return w, err
+		}
+		// The subject may have been closed: the owner learns it here, and
+		// the item finishes cancelled.
+		_, cerr := s.q.WorkItemFinishCancelled(ctx, s.pool, dbq.WorkItemFinishCancelledParams{
+			Now: now, ID: a.id,
+			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
+			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
+			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+		})
+		if cerr == nil {
+			return w, errSubjectClosed
+		}
+		return w, err
 	})
 }
 
@@ -210,6 +232,9 @@ func (s *Store) fenced(ctx context.Context, op fencedOp, f Fence, cas func(time.
 			w, err := cas(now, a)
 			if err == nil {
 				return MutationResult{Outcome: OutcomeApplied, Execution: fenceOf(w)}, nil
+			}
+			if errors.Is(err, errSubjectClosed) {
+				return MutationResult{Outcome: OutcomeNotAssigned, Reason: ReasonSubjectClosed}, nil
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return MutationResult{}, fmt.Errorf("fenced update: %w", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/db/dbtest"
@@ -528,5 +529,43 @@ func TestLeaseScanUsesTheIndex(t *testing.T) {
 	}
 	if p := plan.String(); !strings.Contains(p, "Limit") || !strings.Contains(p, "Index Scan using work_items_pending_position") {
 		t.Fatalf("lease scan plan does not read work_items_pending_position under a Limit:\n%s", p)
+	}
+}
+
+func TestClosingASubjectCancelsItsItems(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _, _ := newStore(t)
+	running := mustEnqueue(t, s, queue.EnqueueParams{Dispatch: issue(1)})
+	fe := mustLease(t, s, "w", 1)[0]
+	held := mustEnqueue(t, s, queue.EnqueueParams{Dispatch: issue(2)})
+	if _, err := s.Hold(ctx, held.EntryID); err != nil {
+		t.Fatal(err)
+	}
+	for _, qid := range []string{running.Subject.QualifiedID, held.Subject.QualifiedID} {
+		err := s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := s.CancelSubjectTx(ctx, tx, qid)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if it, _ := s.Get(ctx, held.EntryID); it.Status() != queue.StatusCancelled {
+		t.Fatalf("held item is %q, want cancelled", it.Status())
+	}
+	if it, _ := s.Get(ctx, running.EntryID); it.Status() != queue.StatusAssigned {
+		t.Fatalf("assigned item is %q before its renew, want still assigned", it.Status())
+	}
+	res, err := s.Renew(ctx, queue.RenewParams{Execution: fe.Execution})
+	if err != nil || res.Outcome != queue.OutcomeNotAssigned || res.Reason != queue.ReasonSubjectClosed {
+		t.Fatalf("renew after close: %+v, %v; want not_assigned, subject closed", res, err)
+	}
+	if it, _ := s.Get(ctx, running.EntryID); it.Status() != queue.StatusCancelled {
+		t.Fatalf("assigned item is %q after its renew, want cancelled", it.Status())
+	}
+	// The subject is free again: a reopen creates the next generation.
+	if res := mustEnqueue(t, s, queue.EnqueueParams{Dispatch: issue(1)}); res.Subject.Generation != 2 {
+		t.Fatalf("reopened generation %d, want 2", res.Subject.Generation)
 	}
 }

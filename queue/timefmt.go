@@ -71,7 +71,8 @@ func rfc3339Shape(s string) bool {
 	case rest == "Z" || rest == "z":
 		return true
 	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
-		return digits(i+1, i+3) && digits(i+4, i+6)
+		// time.Parse allows an offset hour of 24; RFC 3339 stops at 23:59.
+		return digits(i+1, i+3) && digits(i+4, i+6) && rest[1:3] <= "23" && rest[4:6] <= "59"
 	}
 	return false
 }

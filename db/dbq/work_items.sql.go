@@ -1467,6 +1467,7 @@ const workItemRenew = `-- name: WorkItemRenew :one
 UPDATE work_items w
 SET lease_expires_at = GREATEST(w.lease_expires_at, $1::timestamptz)
 WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamptz
+  AND w.cancel_requested_at IS NULL
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)

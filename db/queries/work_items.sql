@@ -86,6 +86,7 @@ RETURNING w.*;
 UPDATE work_items w
 SET lease_expires_at = GREATEST(w.lease_expires_at, @new_expires_at::timestamptz)
 WHERE w.id = @id AND w.status = 'assigned' AND w.lease_expires_at > @now::timestamptz
+  AND w.cancel_requested_at IS NULL
   AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
         @subject_generation, @owner_id, @lease_generation,
         sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'))
