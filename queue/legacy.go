@@ -252,16 +252,10 @@ func (s *Store) LegacyReleasePending(ctx context.Context, entryID, reason string
 		case w.Status != StatusAssigned:
 			return &NotAssignedError{ActualState: w.Status}
 		}
-		audit, err := json.Marshal([]map[string]string{{
-			"method": "queue/release_pending", "from_status": StatusAssigned, "to_status": StatusPending, "reason": strings.TrimSpace(reason),
-		}})
-		if err != nil {
-			return fmt.Errorf("encode audit record: %w", err)
-		}
-		if _, err := s.q.WorkItemLegacyReleasePending(ctx, tx, dbq.WorkItemLegacyReleasePendingParams{ID: w.ID, Audit: audit}); err != nil {
+		if _, err := s.q.WorkItemLegacyReleasePending(ctx, tx, w.ID); err != nil {
 			return fmt.Errorf("release legacy entry: %w", err)
 		}
-		return nil
+		return s.audit(ctx, tx, w.ID, s.now(), "queue/release_pending", StatusAssigned, StatusPending, strings.TrimSpace(reason))
 	})
 }
 

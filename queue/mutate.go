@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -204,19 +203,19 @@ func (s *Store) ReleasePending(ctx context.Context, p ReleasePendingParams) (Mut
 	if reason == "" {
 		return MutationResult{}, invalidf("release_pending reason must not be blank")
 	}
-	audit, err := json.Marshal([]map[string]string{{
-		"method": "queue/v2/release_pending", "from_status": StatusAssigned, "to_status": StatusPending, "reason": reason,
-	}})
-	if err != nil {
-		return MutationResult{}, fmt.Errorf("encode audit record: %w", err)
-	}
-	res, err := s.fenced(ctx, opReleasePending, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
-		return s.q.WorkItemReleasePending(ctx, s.pool, dbq.WorkItemReleasePendingParams{
-			Audit: audit, ID: a.id,
-			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
-			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
-			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+	res, err := s.fenced(ctx, opReleasePending, p.Execution, func(now time.Time, a fenceArgs) (w dbq.WorkItem, err error) {
+		err = s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			if w, err = s.q.WorkItemReleasePending(ctx, tx, dbq.WorkItemReleasePendingParams{
+				ID:         a.id,
+				WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
+				SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
+				Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+			}); err != nil {
+				return err
+			}
+			return s.audit(ctx, tx, w.ID, now, "queue/v2/release_pending", StatusAssigned, StatusPending, reason)
 		})
+		return w, err
 	})
 	res.Execution = nil // release_pending answers without a fence
 	return res, err

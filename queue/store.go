@@ -120,3 +120,14 @@ func (s *Store) Get(ctx context.Context, entryID string) (Item, error) {
 	}
 	return Item{row: w}, nil
 }
+
+// audit records a status change made for a reason in the item's audit log.
+func (s *Store) audit(ctx context.Context, tx dbq.DBTX, id uuid.UUID, at time.Time, method, from, to, reason string) error {
+	err := s.q.WorkItemAuditInsert(ctx, tx, dbq.WorkItemAuditInsertParams{
+		EntryID: id, At: at, Method: method, FromStatus: from, ToStatus: to, Reason: &reason,
+	})
+	if err != nil {
+		return fmt.Errorf("record audit of %s: %w", method, err)
+	}
+	return nil
+}

@@ -64,6 +64,15 @@ type WorkItem struct {
 	AssignedAt         *time.Time
 	HeldAt             *time.Time
 	FinishedAt         *time.Time
-	Audit              []byte
 	CancelRequestedAt  *time.Time
+}
+
+type WorkItemAudit struct {
+	ID         int64
+	EntryID    uuid.UUID
+	At         time.Time
+	Method     string
+	FromStatus string
+	ToStatus   string
+	Reason     *string
 }

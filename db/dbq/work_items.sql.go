@@ -29,11 +29,37 @@ func (q *Queries) SubjectGenerationNext(ctx context.Context, db DBTX, qualifiedI
 	return last_generation, err
 }
 
+const workItemAuditInsert = `-- name: WorkItemAuditInsert :exec
+INSERT INTO work_item_audit (entry_id, at, method, from_status, to_status, reason)
+VALUES ($1, $2, $3, $4, $5, $6)
+`
+
+type WorkItemAuditInsertParams struct {
+	EntryID    uuid.UUID
+	At         time.Time
+	Method     string
+	FromStatus string
+	ToStatus   string
+	Reason     *string
+}
+
+func (q *Queries) WorkItemAuditInsert(ctx context.Context, db DBTX, arg WorkItemAuditInsertParams) error {
+	_, err := db.Exec(ctx, workItemAuditInsert,
+		arg.EntryID,
+		arg.At,
+		arg.Method,
+		arg.FromStatus,
+		arg.ToStatus,
+		arg.Reason,
+	)
+	return err
+}
+
 const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
 UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemCancelSubjectParams struct {
@@ -80,7 +106,6 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.AssignedAt,
 			&i.HeldAt,
 			&i.FinishedAt,
-			&i.Audit,
 			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
@@ -100,7 +125,7 @@ WHERE w.id = $3 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemCompleteParams struct {
@@ -163,7 +188,6 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -197,7 +221,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemDropParams struct {
@@ -237,7 +261,6 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -250,7 +273,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -312,14 +335,13 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -357,14 +379,13 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -399,14 +420,13 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemGetByKey = `-- name: WorkItemGetByKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items WHERE idempotency_key = $1::text
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items WHERE idempotency_key = $1::text
 `
 
 func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey string) (WorkItem, error) {
@@ -441,14 +461,13 @@ func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey 
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -483,7 +502,6 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -492,7 +510,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -533,7 +551,6 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -542,7 +559,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemHoldParams struct {
@@ -582,7 +599,6 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -599,7 +615,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemInsertParams struct {
@@ -672,14 +688,13 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
 WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
   AND position > $2::bigint
 ORDER BY position
@@ -735,7 +750,6 @@ func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg Work
 			&i.AssignedAt,
 			&i.HeldAt,
 			&i.FinishedAt,
-			&i.Audit,
 			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
@@ -760,7 +774,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.audit, w.cancel_requested_at
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at
 `
 
 type WorkItemLeaseManyParams struct {
@@ -816,7 +830,6 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.AssignedAt,
 			&i.HeldAt,
 			&i.FinishedAt,
-			&i.Audit,
 			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
@@ -834,7 +847,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -881,7 +894,6 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -890,7 +902,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -931,14 +943,13 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -991,7 +1002,6 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.AssignedAt,
 			&i.HeldAt,
 			&i.FinishedAt,
-			&i.Audit,
 			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
@@ -1006,19 +1016,13 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 
 const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
-SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL,
-    audit = audit || $1::jsonb
-WHERE id = $2 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
+WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
-type WorkItemLegacyReleasePendingParams struct {
-	Audit []byte
-	ID    uuid.UUID
-}
-
-func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, arg WorkItemLegacyReleasePendingParams) (WorkItem, error) {
-	row := db.QueryRow(ctx, workItemLegacyReleasePending, arg.Audit, arg.ID)
+func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemLegacyReleasePending, id)
 	var i WorkItem
 	err := row.Scan(
 		&i.ID,
@@ -1049,14 +1053,13 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, arg
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1107,7 +1110,6 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.AssignedAt,
 			&i.HeldAt,
 			&i.FinishedAt,
-			&i.Audit,
 			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
@@ -1121,7 +1123,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveByCollisionKey = `-- name: WorkItemLiveByCollisionKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
 WHERE collision_key = lower(btrim($1::text)) || E'\n' || $2::text
   AND status IN ('pending', 'assigned', 'held')
 LIMIT 1
@@ -1164,14 +1166,13 @@ func (q *Queries) WorkItemLiveByCollisionKey(ctx context.Context, db DBTX, arg W
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
@@ -1213,7 +1214,6 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -1274,7 +1274,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemRecoverParams struct {
@@ -1339,7 +1339,6 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -1348,7 +1347,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1383,7 +1382,6 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -1391,16 +1389,15 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 
 const workItemReleasePending = `-- name: WorkItemReleasePending :one
 UPDATE work_items w
-SET status = 'pending', assigned_at = NULL, audit = w.audit || $1::jsonb
-WHERE w.id = $2 AND w.status = 'assigned'
-  AND work_item_fence_matches(w, $3, $4, $5,
-        $6, $7, $8,
-        $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+SET status = 'pending', assigned_at = NULL
+WHERE w.id = $1 AND w.status = 'assigned'
+  AND work_item_fence_matches(w, $2, $3, $4,
+        $5, $6, $7,
+        $8, $9, $10)
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemReleasePendingParams struct {
-	Audit              []byte
 	ID                 uuid.UUID
 	WorkflowID         string
 	WorkflowGeneration int64
@@ -1415,7 +1412,6 @@ type WorkItemReleasePendingParams struct {
 
 func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkItemReleasePendingParams) (WorkItem, error) {
 	row := db.QueryRow(ctx, workItemReleasePending,
-		arg.Audit,
 		arg.ID,
 		arg.WorkflowID,
 		arg.WorkflowGeneration,
@@ -1457,7 +1453,6 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -1471,7 +1466,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemRenewParams struct {
@@ -1534,7 +1529,6 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.AssignedAt,
 		&i.HeldAt,
 		&i.FinishedAt,
-		&i.Audit,
 		&i.CancelRequestedAt,
 	)
 	return i, err
@@ -1544,7 +1538,7 @@ const workItemRequestCancel = `-- name: WorkItemRequestCancel :many
 UPDATE work_items
 SET cancel_requested_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, audit, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
 `
 
 type WorkItemRequestCancelParams struct {
@@ -1591,7 +1585,6 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.AssignedAt,
 			&i.HeldAt,
 			&i.FinishedAt,
-			&i.Audit,
 			&i.CancelRequestedAt,
 		); err != nil {
 			return nil, err
@@ -1650,13 +1643,17 @@ func (q *Queries) WorkItemStats(ctx context.Context, db DBTX, now time.Time) (Wo
 }
 
 const workItemSweepExpired = `-- name: WorkItemSweepExpired :execrows
-UPDATE work_items
-SET status = 'dropped',
-    finished_at = $1::timestamptz,
-    audit = audit || '[{"method":"expiry-sweep","from_status":"pending","to_status":"dropped"}]'::jsonb
-WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < $1::timestamptz
+WITH swept AS (
+    UPDATE work_items
+    SET status = 'dropped', finished_at = $1::timestamptz
+    WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < $1::timestamptz
+    RETURNING id
+)
+INSERT INTO work_item_audit (entry_id, at, method, from_status, to_status)
+SELECT id, $1::timestamptz, 'expiry-sweep', 'pending', 'dropped' FROM swept
 `
 
+// Drops pending entries whose run_at + expire_after_secs has passed.
 func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Time) (int64, error) {
 	result, err := db.Exec(ctx, workItemSweepExpired, now)
 	if err != nil {

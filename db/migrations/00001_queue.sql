@@ -47,7 +47,6 @@ CREATE TABLE work_items (
     assigned_at         timestamptz,
     held_at             timestamptz,
     finished_at         timestamptz,
-    audit               jsonb NOT NULL DEFAULT '[]',
 
     CONSTRAINT work_items_finished_iff_terminal CHECK (
         (status IN ('completed', 'failed', 'cancelled', 'dropped')) = (finished_at IS NOT NULL)),
@@ -94,6 +93,19 @@ CREATE INDEX work_items_live_subject_id ON work_items (subject_id)
     WHERE status IN ('pending', 'assigned', 'held');
 CREATE INDEX work_items_live_canonical ON work_items (canonical_id)
     WHERE status IN ('pending', 'assigned', 'held');
+
+-- The audit log of status changes made for a reason (release_pending, the
+-- expiry sweep), kept apart from work_items so hot rows stay small.
+CREATE TABLE work_item_audit (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    entry_id    uuid NOT NULL REFERENCES work_items (id),
+    at          timestamptz NOT NULL,
+    method      text NOT NULL,
+    from_status text NOT NULL,
+    to_status   text NOT NULL,
+    reason      text
+);
+CREATE INDEX work_item_audit_entry ON work_item_audit (entry_id);
 
 -- The exact-match compare-and-swap of every fenced mutation (queue v2 §2.2):
 -- workflow, subject generation and lease must be equal; the repository is

@@ -8,11 +8,15 @@ ON CONFLICT (qualified_id) DO UPDATE
 RETURNING last_generation;
 
 -- name: WorkItemSweepExpired :execrows
-UPDATE work_items
-SET status = 'dropped',
-    finished_at = @now::timestamptz,
-    audit = audit || '[{"method":"expiry-sweep","from_status":"pending","to_status":"dropped"}]'::jsonb
-WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < @now::timestamptz;
+-- Drops pending entries whose run_at + expire_after_secs has passed.
+WITH swept AS (
+    UPDATE work_items
+    SET status = 'dropped', finished_at = @now::timestamptz
+    WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < @now::timestamptz
+    RETURNING id
+)
+INSERT INTO work_item_audit (entry_id, at, method, from_status, to_status)
+SELECT id, @now::timestamptz, 'expiry-sweep', 'pending', 'dropped' FROM swept;
 
 -- name: WorkItemGet :one
 SELECT * FROM work_items WHERE id = @id;
@@ -114,7 +118,7 @@ RETURNING *;
 
 -- name: WorkItemReleasePending :one
 UPDATE work_items w
-SET status = 'pending', assigned_at = NULL, audit = w.audit || @audit::jsonb
+SET status = 'pending', assigned_at = NULL
 WHERE w.id = @id AND w.status = 'assigned'
   AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
         @subject_generation, @owner_id, @lease_generation,
@@ -186,8 +190,7 @@ RETURNING *;
 
 -- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
-SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL,
-    audit = audit || @audit::jsonb
+SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = @id AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
 RETURNING *;
 
@@ -237,3 +240,7 @@ WHERE w.id = @id AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
         @subject_generation, @owner_id, @lease_generation,
         sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'))
 RETURNING *;
+
+-- name: WorkItemAuditInsert :exec
+INSERT INTO work_item_audit (entry_id, at, method, from_status, to_status, reason)
+VALUES (@entry_id, @at, @method, @from_status, @to_status, sqlc.narg('reason'));

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDev runs the real binary's `dev` command in a fresh directory, the
+// way `make dev` does: it must bring up its own PostgreSQL, serve /readyz
+// and /rpc with the token it remembers in .gitlease/dev.json, exit 0 on
+// Ctrl-C (SIGINT), and leave no PostgreSQL it started behind.
+func TestDev(t *testing.T) {
+	if _, err := findPGBinDir(); err != nil {
+		t.Fatalf("gitlease dev needs the PostgreSQL server binaries on this machine: %v", err)
+	}
+	bin := buildGitlease(t)
+	work := devWorkDir(t)
+	pgdata := filepath.Join(work, ".gitlease", "pgdata")
+
+	cmd := exec.Command(bin, "dev", "--port", "0")
+	cmd.Dir = work
+	cmd.Env = devTestEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start gitlease dev: %v", err)
+	}
+	// done is closed once the process has exited; waitErr is its status.
+	done := make(chan struct{})
+	var waitErr error
+	baseURL := make(chan string, 1)
+	var out lockedBuffer
+	go func() {
+		urlRE := regexp.MustCompile(`base URL\s+(http://127\.0\.0\.1:\d+)`)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			out.Write(append(sc.Bytes(), '\n'))
+			if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
+				baseURL <- m[1]
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		waitErr = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		// Only reached with the process still running when the test failed
+		// early: do not leave it, or its PostgreSQL, behind.
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+		if pid := postmasterPID(pgdata); pid > 0 && syscall.Kill(pid, 0) == nil {
+			syscall.Kill(pid, syscall.SIGQUIT)
+		}
+		if t.Failed() {
+			t.Logf("gitlease dev stdout:\n%s\nstderr:\n%s", out.String(), stderr.String())
+		}
+	})
+
+	var base string
+	select {
+	case base = <-baseURL:
+	case <-done:
+		t.Fatalf("gitlease dev exited before it was ready: %v", waitErr)
+	case <-time.After(60 * time.Second):
+		t.Fatal("gitlease dev printed no base URL within 60s")
+	}
+	waitReady(t, base+"/readyz", 60*time.Second)
+
+	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, "gitlease deliver --event issues --secret "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dev output lacks %q", want)
+		}
+	}
+
+	fi, err := os.Stat(filepath.Join(work, ".gitlease", "dev.json"))
+	if err != nil {
+		t.Fatalf("dev.json: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("dev.json mode = %v, want 0600", fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(filepath.Join(work, ".gitlease", "dev.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state devState
+	if err := json.Unmarshal(b, &state); err != nil {
+		t.Fatalf("dev.json: %v", err)
+	}
+	if len(state.RPCToken) != 64 || len(state.WebhookSecret) != 64 || state.PostgresPort == 0 {
+		t.Fatalf("dev.json = %s, want a 64-hex-digit webhook_secret and rpc_token and a postgres_port", b)
+	}
+	if !strings.Contains(out.String(), state.RPCToken) || !strings.Contains(out.String(), state.WebhookSecret) {
+		t.Errorf("dev output does not show the token and secret kept in dev.json")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, base+"/rpc",
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"queue/stats"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+state.RPCToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /rpc: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /rpc: status %d: %s", resp.StatusCode, body)
+	}
+	var rpcResp struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &rpcResp); err != nil {
+		t.Fatalf("POST /rpc: %v: %s", err, body)
+	}
+	if rpcResp.JSONRPC != "2.0" || string(rpcResp.ID) != "1" || len(rpcResp.Error) != 0 ||
+		len(rpcResp.Result) == 0 || rpcResp.Result[0] != '{' {
+		t.Fatalf("queue/stats answered %s, want a JSON-RPC 2.0 result object for id 1", body)
+	}
+
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatalf("send SIGINT: %v", err)
+	}
+	select {
+	case <-done:
+		if waitErr != nil {
+			t.Fatalf("gitlease dev after SIGINT: %v, want exit status 0", waitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("gitlease dev did not exit within 60s of SIGINT")
+	}
+	if procs := processesMentioning(pgdata); len(procs) > 0 {
+		t.Fatalf("PostgreSQL processes left running on %s:\n%s", pgdata, strings.Join(procs, "\n"))
+	}
+}
+
+// buildGitlease builds this package's binary once into a temp directory.
+func buildGitlease(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gitlease")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	build := exec.Command(goTool, "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// devWorkDir is a fresh working directory for dev. As root, PostgreSQL
+// runs as the postgres OS user, who must be able to reach the data
+// directory: t.TempDir is 0700 and $TMPDIR may be private, so use a
+// world-searchable directory under /tmp.
+func devWorkDir(t *testing.T) string {
+	t.Helper()
+	parent := ""
+	if os.Geteuid() == 0 {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "gitlease-devtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// devTestEnv is the environment without settings that would change what
+// dev generates or where it listens.
+func devTestEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "DATABASE_URL", "PORT", "GITHUB_WEBHOOK_SECRET", "GITLEASE_RPC_TOKEN",
+			"GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_FILE", "GITLEASE_WORKER_EXEC":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// waitReady polls url until it answers 200, failing the test after limit.
+func waitReady(t *testing.T, url string, limit time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	var last string
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = resp.Status + ": " + string(body)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GET %s not 200 within %v; last answer: %s", url, limit, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// processesMentioning lists "pid: cmdline" of live processes whose command
+// line contains s. A postmaster's command line holds its -D data directory.
+func processesMentioning(s string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var found []string
+	self := os.Getpid()
+	for _, e := range entries {
+		pid := e.Name()
+		if pid == "" || strings.Trim(pid, "0123456789") != "" || pid == strconv.Itoa(self) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmdline := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		if strings.Contains(cmdline, s) {
+			found = append(found, pid+": "+cmdline)
+		}
+	}
+	return found
+}
+
+// lockedBuffer is a bytes.Buffer safe for the writer goroutine and the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
