@@ -32,6 +32,9 @@ func (s *Store) CancelSubjectTx(ctx context.Context, tx pgx.Tx, qualifiedID stri
 		return res, fmt.Errorf("cancel subject %s: %w", qualifiedID, err)
 	}
 	for _, w := range rows {
+		if err := s.cfg.Observer.Finished(ctx, tx, Item{row: w}); err != nil {
+			return res, fmt.Errorf("observe cancel: %w", err)
+		}
 		res.Cancelled = append(res.Cancelled, Item{row: w})
 	}
 	req, err := s.q.WorkItemRequestCancel(ctx, tx, dbq.WorkItemRequestCancelParams{Now: now, CanonicalID: qualifiedID})

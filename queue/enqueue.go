@@ -180,7 +180,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (Enqu
 	}
 }
 
-func (s *Store) enqueue(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue) (EnqueueResult, error) {
+func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (EnqueueResult, error) {
 	now := s.now()
 	if err := s.sweep(ctx, tx, now); err != nil {
 		return EnqueueResult{}, err
@@ -222,7 +222,7 @@ func (s *Store) replay(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue) (En
 
 // create checks the live subject and the reservation, then inserts the item
 // with the subject's next generation.
-func (s *Store) create(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
+func (s *Store) create(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
 	switch blocker, err := s.q.WorkItemLiveBySubject(ctx, tx, pe.canonicalID); {
 	case err == nil:
 		e := &SubjectCollisionError{QualifiedID: pe.canonicalID, EntryID: blocker.ID.String(), Status: blocker.Status}
@@ -280,6 +280,9 @@ func (s *Store) create(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue, now
 	row, err := s.q.WorkItemInsert(ctx, tx, ins)
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
+	}
+	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row}); err != nil {
+		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
 	}
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
 		QualifiedID: pe.canonicalID, Generation: uint64(gen),

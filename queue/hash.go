@@ -95,10 +95,13 @@ func RequestHash(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSe
 //     are written in ryu's shortest form (see formatF64).
 //
 // The f64 value of a literal is the one serde_json computes without its
-// float_roundtrip feature (see parseF64), which is correctly rounded for
-// literals with at most 19 significant digits and |exponent| <= 22 but may
-// be one ulp off otherwise; matching it keeps hashes equal to the
-// reference's.
+// float_roundtrip feature (see parseF64). That is the correctly rounded
+// value when the literal's digits, read as an integer, are below 2^53 (so
+// any literal of up to 15 digits) and its decimal exponent is within ±22,
+// and may be an ulp or two off otherwise; matching it keeps hashes equal to
+// the reference's. For the same reason CanonicalJSON is idempotent except on
+// such floats: re-reading its own output can move them by an ulp or two,
+// exactly as it does in serde_json.
 //
 // It returns an *InvalidError when v is not a single valid JSON value or is
 // one serde_json rejects: invalid UTF-8, an unpaired surrogate escape, a
@@ -172,7 +175,7 @@ func writeCanonical(b *bytes.Buffer, x any) error {
 		b.WriteByte('}')
 	default:
 		// json.Decoder with UseNumber produces only the types above.
-		panic("queue: unexpected decoded JSON type")
+		return fmt.Errorf("queue: unexpected decoded JSON type %T", x)
 	}
 	return nil
 }
@@ -232,9 +235,12 @@ func checkText(data []byte) error {
 		case '"':
 			inString = false
 		case '\\':
-			if data[i+1] != 'u' {
+			if i+1 < len(data) && data[i+1] != 'u' {
 				i++ // a one-character escape
 				continue
+			}
+			if i+6 > len(data) {
+				return errors.New("truncated escape in a string")
 			}
 			r := hex4(data[i+2 : i+6])
 			i += 5

@@ -302,6 +302,19 @@ func TestCanonicalJSON(t *testing.T) {
 	}
 }
 
+func TestCanonicalJSONFloatDriftLikeSerde(t *testing.T) {
+	// serde_json (default features) itself prints and re-reads this value
+	// differently each time; CanonicalJSON follows it rather than being
+	// idempotent on such floats.
+	steps := []string{`[18700000122337200000]`, `[1.8700000122337202e19]`, `[1.87000001223372e19]`}
+	for i := 0; i+1 < len(steps); i++ {
+		got, err := CanonicalJSON([]byte(steps[i]))
+		if err != nil || string(got) != steps[i+1] {
+			t.Errorf("CanonicalJSON(%s) = %s, %v; want %s", steps[i], got, err, steps[i+1])
+		}
+	}
+}
+
 func TestCanonicalJSONRejects(t *testing.T) {
 	for _, in := range []string{
 		``, ` `, `{`, `[1,]`, `{"a":1}{}`, `1 2`, `nul`, `01`, `'a'`,
@@ -327,6 +340,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		`"\ud83d\ude00\u0001"`,
 		`{"a":1,"a":{"c":[],"b":{}}}`,
 		`123.456e-789`,
+		`[18700000122337200000]`,
 	} {
 		f.Add([]byte(s))
 	}

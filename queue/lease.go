@@ -132,6 +132,9 @@ func (s *Store) Lease(ctx context.Context, p LeaseParams) (LeaseResult, error) {
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Position < rows[j].Position })
 		for _, w := range rows {
+			if err := s.cfg.Observer.Leased(ctx, tx, Item{row: w}); err != nil {
+				return fmt.Errorf("observe lease: %w", err)
+			}
 			res.Leased = append(res.Leased, FencedEntry{Entry: entryOf(w), Execution: *fenceOf(w)})
 		}
 		return nil

@@ -293,11 +293,12 @@ func (s *Store) LegacyComplete(ctx context.Context, entryID, status, workflowRef
 			ch.NotFound = true
 			return nil
 		}
-		if _, err := s.q.WorkItemLegacyComplete(ctx, tx, dbq.WorkItemLegacyCompleteParams{ID: id, Status: status, Now: s.now()}); err != nil {
+		done, err := s.q.WorkItemLegacyComplete(ctx, tx, dbq.WorkItemLegacyCompleteParams{ID: id, Status: status, Now: s.now()})
+		if err != nil {
 			return fmt.Errorf("complete legacy entry: %w", err)
 		}
 		ch.Changed = true
-		return nil
+		return s.cfg.Observer.Finished(ctx, tx, Item{row: done})
 	})
 	return ch, err
 }

@@ -115,8 +115,8 @@ func (s *Store) Renew(ctx context.Context, p RenewParams) (MutationResult, error
 	if err != nil {
 		return MutationResult{}, err
 	}
-	return s.fenced(ctx, opRenew, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
-		w, err := s.q.WorkItemRenew(ctx, s.pool, dbq.WorkItemRenewParams{
+	return s.fenced(ctx, opRenew, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		w, err := s.q.WorkItemRenew(ctx, tx, dbq.WorkItemRenewParams{
 			NewExpiresAt: now.Add(ttl), ID: a.id, Now: now,
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
@@ -127,13 +127,16 @@ func (s *Store) Renew(ctx context.Context, p RenewParams) (MutationResult, error
 		}
 		// The subject may have been closed: the owner learns it here, and
 		// the item finishes cancelled.
-		_, cerr := s.q.WorkItemFinishCancelled(ctx, s.pool, dbq.WorkItemFinishCancelledParams{
+		cw, cerr := s.q.WorkItemFinishCancelled(ctx, tx, dbq.WorkItemFinishCancelledParams{
 			Now: now, ID: a.id,
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
 			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
 		})
 		if cerr == nil {
+			if err := s.cfg.Observer.Finished(ctx, tx, Item{row: cw}); err != nil {
+				return w, fmt.Errorf("observe cancel: %w", err)
+			}
 			return w, errSubjectClosed
 		}
 		return w, err
@@ -157,8 +160,8 @@ func (s *Store) Recover(ctx context.Context, p RecoverParams) (MutationResult, e
 	if err != nil {
 		return MutationResult{}, err
 	}
-	return s.fenced(ctx, opRecover, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
-		return s.q.WorkItemRecover(ctx, s.pool, dbq.WorkItemRecoverParams{
+	return s.fenced(ctx, opRecover, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		return s.q.WorkItemRecover(ctx, tx, dbq.WorkItemRecoverParams{
 			NewOwnerID: newOwner, NewExpiresAt: now.Add(ttl), ID: a.id, Now: now,
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
@@ -180,8 +183,8 @@ func (s *Store) Complete(ctx context.Context, p CompleteParams) (MutationResult,
 	default:
 		return MutationResult{}, invalidf("completion status must be completed, failed or cancelled, not %q", p.Status)
 	}
-	return s.fenced(ctx, opComplete, p.Execution, func(now time.Time, a fenceArgs) (dbq.WorkItem, error) {
-		return s.q.WorkItemComplete(ctx, s.pool, dbq.WorkItemCompleteParams{
+	return s.fenced(ctx, opComplete, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		return s.q.WorkItemComplete(ctx, tx, dbq.WorkItemCompleteParams{
 			Status: p.Status, Now: now, ID: a.id,
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
@@ -203,39 +206,47 @@ func (s *Store) ReleasePending(ctx context.Context, p ReleasePendingParams) (Mut
 	if reason == "" {
 		return MutationResult{}, invalidf("release_pending reason must not be blank")
 	}
-	res, err := s.fenced(ctx, opReleasePending, p.Execution, func(now time.Time, a fenceArgs) (w dbq.WorkItem, err error) {
-		err = s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			if w, err = s.q.WorkItemReleasePending(ctx, tx, dbq.WorkItemReleasePendingParams{
-				ID:         a.id,
-				WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
-				SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
-				Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
-			}); err != nil {
-				return err
-			}
-			return s.audit(ctx, tx, w.ID, now, "queue/v2/release_pending", StatusAssigned, StatusPending, reason)
-		})
-		return w, err
+	res, err := s.fenced(ctx, opReleasePending, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (w dbq.WorkItem, err error) {
+		if w, err = s.q.WorkItemReleasePending(ctx, tx, dbq.WorkItemReleasePendingParams{
+			ID:         a.id,
+			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
+			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
+			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
+		}); err != nil {
+			return w, err
+		}
+		return w, s.audit(ctx, tx, w.ID, now, "queue/v2/release_pending", StatusAssigned, StatusPending, reason)
 	})
 	res.Execution = nil // release_pending answers without a fence
 	return res, err
 }
 
-// fenced runs one compare-and-swap; when it takes no row, the stored item
-// decides the outcome. A row that changed between the two is tried again.
-func (s *Store) fenced(ctx context.Context, op fencedOp, f Fence, cas func(time.Time, fenceArgs) (dbq.WorkItem, error)) (MutationResult, error) {
+// fenced runs one compare-and-swap in a transaction and tells the Observer
+// what it changed; when it takes no row, the stored item decides the
+// outcome. A row that changed between the two is tried again.
+func (s *Store) fenced(ctx context.Context, op fencedOp, f Fence, cas func(pgx.Tx, time.Time, fenceArgs) (dbq.WorkItem, error)) (MutationResult, error) {
 	a, matchable := argsOf(f)
 	for attempt := 0; ; attempt++ {
 		now := s.now()
 		if matchable {
-			w, err := cas(now, a)
-			if err == nil {
-				return MutationResult{Outcome: OutcomeApplied, Execution: fenceOf(w)}, nil
-			}
-			if errors.Is(err, errSubjectClosed) {
+			var w dbq.WorkItem
+			closed := false
+			err := s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (err error) {
+				w, err = cas(tx, now, a)
+				if errors.Is(err, errSubjectClosed) {
+					closed = true // the item finished cancelled: commit that
+					return nil
+				} else if err != nil {
+					return err
+				}
+				return s.observe(ctx, tx, op, w)
+			})
+			switch {
+			case err == nil && closed:
 				return MutationResult{Outcome: OutcomeNotAssigned, Reason: ReasonSubjectClosed}, nil
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
+			case err == nil:
+				return MutationResult{Outcome: OutcomeApplied, Execution: fenceOf(w)}, nil
+			case !errors.Is(err, pgx.ErrNoRows):
 				return MutationResult{}, fmt.Errorf("fenced update: %w", err)
 			}
 		}
@@ -253,6 +264,21 @@ func (s *Store) fenced(ctx context.Context, op fencedOp, f Fence, cas func(time.
 			return res, nil
 		}
 	}
+}
+
+// observe tells the Observer what an applied fenced mutation did.
+func (s *Store) observe(ctx context.Context, tx pgx.Tx, op fencedOp, w dbq.WorkItem) error {
+	var err error
+	switch op {
+	case opRecover:
+		err = s.cfg.Observer.Leased(ctx, tx, Item{row: w})
+	case opComplete:
+		err = s.cfg.Observer.Finished(ctx, tx, Item{row: w})
+	}
+	if err != nil {
+		return fmt.Errorf("observe mutation: %w", err)
+	}
+	return nil
 }
 
 // classify decides a fenced call the compare-and-swap did not apply, by the

@@ -128,14 +128,20 @@ func (s *Store) Drop(ctx context.Context, entryID string) (Change, error) {
 	if err != nil {
 		return Change{NotFound: true}, nil
 	}
-	_, err = s.q.WorkItemDrop(ctx, s.pool, dbq.WorkItemDropParams{ID: id, Now: s.now()})
-	switch {
-	case err == nil:
-		return Change{Changed: true}, nil
-	case errors.Is(err, pgx.ErrNoRows):
-		return Change{NotFound: true}, nil
-	}
-	return Change{}, fmt.Errorf("drop work item: %w", err)
+	var ch Change
+	err = s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		w, err := s.q.WorkItemDrop(ctx, tx, dbq.WorkItemDropParams{ID: id, Now: s.now()})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			ch.NotFound = true
+			return nil
+		case err != nil:
+			return fmt.Errorf("drop work item: %w", err)
+		}
+		ch.Changed = true
+		return s.cfg.Observer.Finished(ctx, tx, Item{row: w})
+	})
+	return ch, err
 }
 
 // Reorder moves the named live items to the front of the queue in the given
@@ -197,15 +203,20 @@ func (s *Store) Reorder(ctx context.Context, entryIDs []string) (int, error) {
 // of a pending item, or nil when none is deferred.
 func (s *Store) NextDeadline(ctx context.Context) (*time.Time, error) {
 	now := s.now()
-	if err := s.sweep(ctx, s.pool, now); err != nil {
-		return nil, err
-	}
-	t, err := s.q.WorkItemNextDeadline(ctx, s.pool, now)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read next deadline: %w", err)
-	}
-	return t, nil
+	var next *time.Time
+	err := s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := s.sweep(ctx, tx, now); err != nil {
+			return err
+		}
+		t, err := s.q.WorkItemNextDeadline(ctx, tx, now)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read next deadline: %w", err)
+		}
+		next = t
+		return nil
+	})
+	return next, err
 }

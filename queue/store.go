@@ -33,7 +33,28 @@ type Config struct {
 	Now func() time.Time
 	// NewID makes entry IDs; uuid.New (v4) when nil.
 	NewID func() uuid.UUID
+	// Observer is told of every change inside its transaction; none when nil.
+	Observer Observer
 }
+
+// Observer is told about queue changes inside the transaction that makes
+// them, so whatever it writes (gitlease's GitHub outbox) commits or rolls
+// back with the change. Its methods must only write through tx.
+type Observer interface {
+	// Enqueued is called for a newly created item.
+	Enqueued(ctx context.Context, tx pgx.Tx, it Item) error
+	// Leased is called when an item is handed out or recovered: it has a
+	// new lease generation.
+	Leased(ctx context.Context, tx pgx.Tx, it Item) error
+	// Finished is called when an item reaches its terminal outcome.
+	Finished(ctx context.Context, tx pgx.Tx, it Item) error
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Enqueued(context.Context, pgx.Tx, Item) error { return nil }
+func (nopObserver) Leased(context.Context, pgx.Tx, Item) error   { return nil }
+func (nopObserver) Finished(context.Context, pgx.Tx, Item) error { return nil }
 
 // Store is the queue on PostgreSQL. It is safe for concurrent use by many
 // goroutines and many processes sharing one database.
@@ -53,6 +74,9 @@ func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.New
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	return &Store{pool: pool, q: dbq.New(), cfg: cfg}
 }
@@ -100,9 +124,18 @@ func interpretError(what string, err error) error {
 }
 
 // sweep drops pending entries whose expire_after_secs has run out.
-func (s *Store) sweep(ctx context.Context, tx dbq.DBTX, now time.Time) error {
-	if _, err := s.q.WorkItemSweepExpired(ctx, tx, now); err != nil {
+func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now time.Time) error {
+	rows, err := s.q.WorkItemSweepExpired(ctx, tx, now)
+	if err != nil {
 		return fmt.Errorf("sweep expired entries: %w", err)
+	}
+	for _, w := range rows {
+		if err := s.audit(ctx, tx, w.ID, now, "expiry-sweep", StatusPending, StatusDropped, ""); err != nil {
+			return err
+		}
+		if err := s.cfg.Observer.Finished(ctx, tx, Item{row: w}); err != nil {
+			return fmt.Errorf("observe swept item: %w", err)
+		}
 	}
 	return nil
 }
@@ -123,9 +156,11 @@ func (s *Store) Get(ctx context.Context, entryID string) (Item, error) {
 
 // audit records a status change made for a reason in the item's audit log.
 func (s *Store) audit(ctx context.Context, tx dbq.DBTX, id uuid.UUID, at time.Time, method, from, to, reason string) error {
-	err := s.q.WorkItemAuditInsert(ctx, tx, dbq.WorkItemAuditInsertParams{
-		EntryID: id, At: at, Method: method, FromStatus: from, ToStatus: to, Reason: &reason,
-	})
+	p := dbq.WorkItemAuditInsertParams{EntryID: id, At: at, Method: method, FromStatus: from, ToStatus: to}
+	if reason != "" {
+		p.Reason = &reason
+	}
+	err := s.q.WorkItemAuditInsert(ctx, tx, p)
 	if err != nil {
 		return fmt.Errorf("record audit of %s: %w", method, err)
 	}

@@ -21,9 +21,10 @@ import (
 // pointer to a struct, rejecting any member whose key is not exactly (case
 // included) the JSON name of a field, and any repeated member, in v's struct
 // and every struct nested in it. Values of type json.RawMessage, of types
-// with their own UnmarshalJSON or UnmarshalText, and of interface type are
-// not checked (they are decoded by those methods or kept as they are). JSON
-// null reads as absent. Required fields are not enforced: callers check them.
+// with their own UnmarshalJSON or UnmarshalText, of type json.Number and of
+// interface type are not checked (they are decoded by those methods or kept
+// as they are). JSON null reads as absent. Required fields are not
+// enforced: callers check them.
 //
 // Every failure caused by data is an *InvalidError whose message starts
 // "invalid <what> params: ":
@@ -100,8 +101,8 @@ type strictWalker struct{ dec *json.Decoder }
 
 // notStrict reports whether values of type t are left to their own decoding.
 func notStrict(t reflect.Type) bool {
-	if t.Kind() == reflect.Interface {
-		return true
+	if t.Kind() == reflect.Interface || t == reflect.TypeFor[json.Number]() {
+		return true // json.Number takes a number or a numeric string
 	}
 	jsonU, textU := reflect.TypeFor[json.Unmarshaler](), reflect.TypeFor[encoding.TextUnmarshaler]()
 	for _, u := range []reflect.Type{t, reflect.PointerTo(t)} {

@@ -30,41 +30,63 @@ type Delivery struct {
 	Generation     *int64
 }
 
+type Outbox struct {
+	ID          int64
+	Lane        string
+	Kind        string
+	EntryID     *uuid.UUID
+	Payload     []byte
+	CreatedAt   time.Time
+	AvailableAt time.Time
+	LockedUntil *time.Time
+	Attempts    int32
+	LastError   *string
+	Status      string
+	FinishedAt  *time.Time
+}
+
 type SubjectGeneration struct {
 	QualifiedID    string
 	LastGeneration int64
 }
 
 type WorkItem struct {
-	ID                 uuid.UUID
-	Position           int64
-	Status             string
-	IsV2               bool
-	SubjectID          string
-	CanonicalID        *string
-	SubjectGeneration  *int64
-	TaskID             *string
-	Dispatch           []byte
-	EnqueuedAt         time.Time
-	RunAt              *string
-	RunAtTime          *time.Time
-	ExpireAfterSecs    *int64
-	ExpiresAfter       *time.Time
-	IdempotencyKey     *string
-	RequestHash        *string
-	Repository         *string
-	BaseRef            *string
-	HeadRef            *string
-	CollisionKey       *string
-	WorkflowID         *string
-	WorkflowGeneration *int64
-	LeaseOwner         *string
-	LeaseGeneration    int64
-	LeaseExpiresAt     *time.Time
-	AssignedAt         *time.Time
-	HeldAt             *time.Time
-	FinishedAt         *time.Time
-	CancelRequestedAt  *time.Time
+	ID                    uuid.UUID
+	Position              int64
+	Status                string
+	IsV2                  bool
+	SubjectID             string
+	CanonicalID           *string
+	SubjectGeneration     *int64
+	TaskID                *string
+	Dispatch              []byte
+	EnqueuedAt            time.Time
+	RunAt                 *string
+	RunAtTime             *time.Time
+	ExpireAfterSecs       *int64
+	ExpiresAfter          *time.Time
+	IdempotencyKey        *string
+	RequestHash           *string
+	Repository            *string
+	BaseRef               *string
+	HeadRef               *string
+	CollisionKey          *string
+	WorkflowID            *string
+	WorkflowGeneration    *int64
+	LeaseOwner            *string
+	LeaseGeneration       int64
+	LeaseExpiresAt        *time.Time
+	AssignedAt            *time.Time
+	HeldAt                *time.Time
+	FinishedAt            *time.Time
+	CancelRequestedAt     *time.Time
+	InstallationID        *int64
+	HeadSha               *string
+	CheckRunID            *int64
+	Branch                *string
+	PrNumber              *int32
+	PrUrl                 *string
+	ProvisionedGeneration *int64
 }
 
 type WorkItemAudit struct {

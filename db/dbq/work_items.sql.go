@@ -59,7 +59,7 @@ const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
 UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemCancelSubjectParams struct {
@@ -107,6 +107,13 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -125,7 +132,7 @@ WHERE w.id = $3 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemCompleteParams struct {
@@ -189,6 +196,13 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -221,7 +235,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemDropParams struct {
@@ -262,6 +276,13 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -273,7 +294,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -336,12 +357,19 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -380,12 +408,19 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -421,12 +456,19 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemGetByKey = `-- name: WorkItemGetByKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items WHERE idempotency_key = $1::text
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items WHERE idempotency_key = $1::text
 `
 
 func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey string) (WorkItem, error) {
@@ -462,12 +504,19 @@ func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey 
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -503,6 +552,13 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -510,7 +566,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -552,6 +608,13 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -559,7 +622,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemHoldParams struct {
@@ -600,6 +663,13 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -615,7 +685,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemInsertParams struct {
@@ -689,12 +759,19 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
 WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
   AND position > $2::bigint
 ORDER BY position
@@ -751,6 +828,13 @@ func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg Work
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -774,7 +858,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.installation_id, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation
 `
 
 type WorkItemLeaseManyParams struct {
@@ -831,6 +915,13 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -847,7 +938,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -895,6 +986,13 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -902,7 +1000,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -944,12 +1042,19 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -1003,6 +1108,13 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -1018,7 +1130,7 @@ const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1054,12 +1166,19 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id 
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1111,6 +1230,13 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -1123,7 +1249,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveByCollisionKey = `-- name: WorkItemLiveByCollisionKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
 WHERE collision_key = lower(btrim($1::text)) || E'\n' || $2::text
   AND status IN ('pending', 'assigned', 'held')
 LIMIT 1
@@ -1167,12 +1293,19 @@ func (q *Queries) WorkItemLiveByCollisionKey(ctx context.Context, db DBTX, arg W
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
@@ -1215,6 +1348,13 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -1274,7 +1414,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemRecoverParams struct {
@@ -1340,6 +1480,13 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -1347,7 +1494,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1383,6 +1530,13 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -1394,7 +1548,7 @@ WHERE w.id = $1 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $2, $3, $4,
         $5, $6, $7,
         $8, $9, $10)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemReleasePendingParams struct {
@@ -1454,6 +1608,13 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -1466,7 +1627,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemRenewParams struct {
@@ -1530,6 +1691,13 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
 	)
 	return i, err
 }
@@ -1538,7 +1706,7 @@ const workItemRequestCancel = `-- name: WorkItemRequestCancel :many
 UPDATE work_items
 SET cancel_requested_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 type WorkItemRequestCancelParams struct {
@@ -1586,6 +1754,13 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.HeldAt,
 			&i.FinishedAt,
 			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -1642,22 +1817,67 @@ func (q *Queries) WorkItemStats(ctx context.Context, db DBTX, now time.Time) (Wo
 	return i, err
 }
 
-const workItemSweepExpired = `-- name: WorkItemSweepExpired :execrows
-WITH swept AS (
-    UPDATE work_items
-    SET status = 'dropped', finished_at = $1::timestamptz
-    WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < $1::timestamptz
-    RETURNING id
-)
-INSERT INTO work_item_audit (entry_id, at, method, from_status, to_status)
-SELECT id, $1::timestamptz, 'expiry-sweep', 'pending', 'dropped' FROM swept
+const workItemSweepExpired = `-- name: WorkItemSweepExpired :many
+UPDATE work_items
+SET status = 'dropped', finished_at = $1::timestamptz
+WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < $1::timestamptz
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
 `
 
 // Drops pending entries whose run_at + expire_after_secs has passed.
-func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Time) (int64, error) {
-	result, err := db.Exec(ctx, workItemSweepExpired, now)
+func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Time) ([]WorkItem, error) {
+	rows, err := db.Query(ctx, workItemSweepExpired, now)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []WorkItem
+	for rows.Next() {
+		var i WorkItem
+		if err := rows.Scan(
+			&i.ID,
+			&i.Position,
+			&i.Status,
+			&i.IsV2,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.TaskID,
+			&i.Dispatch,
+			&i.EnqueuedAt,
+			&i.RunAt,
+			&i.RunAtTime,
+			&i.ExpireAfterSecs,
+			&i.ExpiresAfter,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.CollisionKey,
+			&i.WorkflowID,
+			&i.WorkflowGeneration,
+			&i.LeaseOwner,
+			&i.LeaseGeneration,
+			&i.LeaseExpiresAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
+			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

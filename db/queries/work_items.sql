@@ -7,16 +7,12 @@ ON CONFLICT (qualified_id) DO UPDATE
     SET last_generation = subject_generations.last_generation + 1
 RETURNING last_generation;
 
--- name: WorkItemSweepExpired :execrows
+-- name: WorkItemSweepExpired :many
 -- Drops pending entries whose run_at + expire_after_secs has passed.
-WITH swept AS (
-    UPDATE work_items
-    SET status = 'dropped', finished_at = @now::timestamptz
-    WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < @now::timestamptz
-    RETURNING id
-)
-INSERT INTO work_item_audit (entry_id, at, method, from_status, to_status)
-SELECT id, @now::timestamptz, 'expiry-sweep', 'pending', 'dropped' FROM swept;
+UPDATE work_items
+SET status = 'dropped', finished_at = @now::timestamptz
+WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < @now::timestamptz
+RETURNING *;
 
 -- name: WorkItemGet :one
 SELECT * FROM work_items WHERE id = @id;

@@ -1,0 +1,60 @@
+-- name: OutboxInsert :exec
+INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
+VALUES (@lane, @kind, sqlc.narg('entry_id'), @payload, @now::timestamptz, @now::timestamptz);
+
+-- name: OutboxClaimBatch :many
+-- Claims due rows that are first in their lane. SKIP LOCKED keeps senders
+-- in other processes off the same rows; the claim (locked_until) keeps them
+-- off while this sender talks to GitHub without holding a transaction open.
+-- A check-run row waits until its item has a commit to sit on.
+UPDATE outbox o
+SET locked_until = @lock_until::timestamptz, attempts = o.attempts + 1
+WHERE o.id IN (
+    SELECT c.id FROM outbox c
+    WHERE c.status = 'pending' AND c.available_at <= @now::timestamptz
+      AND (c.locked_until IS NULL OR c.locked_until < @now::timestamptz)
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox p WHERE p.lane = c.lane AND p.status = 'pending' AND p.id < c.id)
+      AND (c.kind <> 'check_run' OR EXISTS (
+          SELECT 1 FROM work_items w WHERE w.id = c.entry_id AND w.head_sha IS NOT NULL))
+    ORDER BY c.available_at, c.id
+    LIMIT @batch
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING *;
+
+-- name: OutboxDone :exec
+UPDATE outbox SET status = 'done', finished_at = @now::timestamptz, locked_until = NULL, last_error = NULL
+WHERE id = @id;
+
+-- name: OutboxRetry :exec
+UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error
+WHERE id = @id;
+
+-- name: OutboxFail :exec
+UPDATE outbox SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @last_error
+WHERE id = @id;
+
+-- name: OutboxBacklog :one
+SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+FROM outbox;
+
+-- name: OutboxNextDue :one
+SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';
+
+-- name: WorkItemSetCheckRun :exec
+UPDATE work_items SET check_run_id = @check_run_id WHERE id = @id;
+
+-- name: WorkItemSetGitHub :exec
+-- Records where an item lives on GitHub at enqueue (installation, PR head).
+UPDATE work_items SET installation_id = @installation_id, head_sha = sqlc.narg('head_sha') WHERE id = @id;
+
+-- name: WorkItemRecordProvisioning :one
+-- Records a provisioned branch and pull request, only for the lease
+-- generation that asked for it: a stale lease's result is discarded.
+UPDATE work_items
+SET branch = @branch, head_sha = @head_sha, pr_number = @pr_number, pr_url = @pr_url,
+    provisioned_generation = lease_generation
+WHERE id = @id AND status = 'assigned' AND lease_generation = @lease_generation
+RETURNING *;
