@@ -74,7 +74,9 @@ type SchemaStatus struct {
 func (s SchemaStatus) Ready() bool { return s.Current >= s.Target }
 
 // Status reads the applied schema version. It does not take the migration
-// lock, so it answers while a migration runs elsewhere.
+// lock, so it answers while a migration runs elsewhere, and it only reads: on
+// a database that was never migrated it reports Current 0 without creating
+// goose's version table.
 func Status(ctx context.Context, pool *pgxpool.Pool) (SchemaStatus, error) {
 	p, sqlDB, err := newProvider(pool)
 	if err != nil {
@@ -84,6 +86,15 @@ func Status(ctx context.Context, pool *pgxpool.Pool) (SchemaStatus, error) {
 	var st SchemaStatus
 	if srcs := p.ListSources(); len(srcs) > 0 {
 		st.Target = srcs[len(srcs)-1].Version
+	}
+	// goose's GetDBVersion creates its table when it is missing; look first,
+	// through the search path as goose does.
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", goose.DefaultTablename).Scan(&exists); err != nil {
+		return st, fmt.Errorf("look for the schema version table: %w", err)
+	}
+	if !exists {
+		return st, nil
 	}
 	st.Current, err = p.GetDBVersion(ctx)
 	if err != nil && !errors.Is(err, goose.ErrNoMigrations) {

@@ -54,6 +54,9 @@ type RecoverParams struct {
 type CompleteParams struct {
 	Execution Fence
 	Status    string // completed, failed or cancelled
+	// Note, if set, is kept with the outcome (the built-in worker's output
+	// tail, shown in the check run). It is not part of the wire protocol.
+	Note string
 }
 
 // ReleasePendingParams returns a leased item to pending (QueueReleasePendingV2Request).
@@ -184,8 +187,12 @@ func (s *Store) Complete(ctx context.Context, p CompleteParams) (MutationResult,
 		return MutationResult{}, invalidf("completion status must be completed, failed or cancelled, not %q", p.Status)
 	}
 	return s.fenced(ctx, opComplete, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (dbq.WorkItem, error) {
+		var note *string
+		if p.Note != "" {
+			note = &p.Note
+		}
 		return s.q.WorkItemComplete(ctx, tx, dbq.WorkItemCompleteParams{
-			Status: p.Status, Now: now, ID: a.id,
+			Status: p.Status, Now: now, ID: a.id, Note: note,
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
 			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,

@@ -220,3 +220,20 @@ func (s *Store) NextDeadline(ctx context.Context) (*time.Time, error) {
 	})
 	return next, err
 }
+
+// ExpiredLeases returns up to limit assigned items whose lease has expired
+// and whose owner ID starts with ownerPrefix, oldest expiry first: the work
+// a sweeper may recover.
+func (s *Store) ExpiredLeases(ctx context.Context, ownerPrefix string, limit int) ([]Item, error) {
+	rows, err := s.q.WorkItemExpiredLeases(ctx, s.pool, dbq.WorkItemExpiredLeasesParams{
+		Now: s.now(), OwnerPrefix: ownerPrefix, Lim: int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find expired leases: %w", err)
+	}
+	items := make([]Item, len(rows))
+	for i, w := range rows {
+		items[i] = Item{row: w}
+	}
+	return items, nil
+}

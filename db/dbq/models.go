@@ -87,6 +87,7 @@ type WorkItem struct {
 	PrNumber              *int32
 	PrUrl                 *string
 	ProvisionedGeneration *int64
+	ResultNote            *string
 }
 
 type WorkItemAudit struct {

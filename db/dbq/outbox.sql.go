@@ -178,7 +178,7 @@ UPDATE work_items
 SET branch = $1, head_sha = $2, pr_number = $3, pr_url = $4,
     provisioned_generation = lease_generation
 WHERE id = $5 AND status = 'assigned' AND lease_generation = $6
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemRecordProvisioningParams struct {
@@ -239,6 +239,7 @@ func (q *Queries) WorkItemRecordProvisioning(ctx context.Context, db DBTX, arg W
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }

@@ -59,7 +59,7 @@ const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
 UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemCancelSubjectParams struct {
@@ -114,6 +114,7 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
+			&i.ResultNote,
 		); err != nil {
 			return nil, err
 		}
@@ -127,17 +128,18 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 
 const workItemComplete = `-- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = $1::text, finished_at = $2::timestamptz
-WHERE w.id = $3 AND w.status = 'assigned'
-  AND work_item_fence_matches(w, $4, $5, $6,
-        $7, $8, $9,
-        $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+SET status = $1::text, finished_at = $2::timestamptz, result_note = $3
+WHERE w.id = $4 AND w.status = 'assigned'
+  AND work_item_fence_matches(w, $5, $6, $7,
+        $8, $9, $10,
+        $11, $12, $13)
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemCompleteParams struct {
 	Status             string
 	Now                time.Time
+	Note               *string
 	ID                 uuid.UUID
 	WorkflowID         string
 	WorkflowGeneration int64
@@ -154,6 +156,7 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 	row := db.QueryRow(ctx, workItemComplete,
 		arg.Status,
 		arg.Now,
+		arg.Note,
 		arg.ID,
 		arg.WorkflowID,
 		arg.WorkflowGeneration,
@@ -203,6 +206,7 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -235,7 +239,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemDropParams struct {
@@ -283,8 +287,83 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
+}
+
+const workItemExpiredLeases = `-- name: WorkItemExpiredLeases :many
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
+WHERE status = 'assigned' AND lease_expires_at <= $1::timestamptz
+  AND lease_generation > 0 AND starts_with(lease_owner, $2::text)
+ORDER BY lease_expires_at
+LIMIT $3
+`
+
+type WorkItemExpiredLeasesParams struct {
+	Now         time.Time
+	OwnerPrefix string
+	Lim         int32
+}
+
+// Assigned items whose lease expired, held by owners with the given prefix
+// (the built-in workers), oldest expiry first.
+func (q *Queries) WorkItemExpiredLeases(ctx context.Context, db DBTX, arg WorkItemExpiredLeasesParams) ([]WorkItem, error) {
+	rows, err := db.Query(ctx, workItemExpiredLeases, arg.Now, arg.OwnerPrefix, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkItem
+	for rows.Next() {
+		var i WorkItem
+		if err := rows.Scan(
+			&i.ID,
+			&i.Position,
+			&i.Status,
+			&i.IsV2,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.TaskID,
+			&i.Dispatch,
+			&i.EnqueuedAt,
+			&i.RunAt,
+			&i.RunAtTime,
+			&i.ExpireAfterSecs,
+			&i.ExpiresAfter,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.CollisionKey,
+			&i.WorkflowID,
+			&i.WorkflowGeneration,
+			&i.LeaseOwner,
+			&i.LeaseGeneration,
+			&i.LeaseExpiresAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
+			&i.CancelRequestedAt,
+			&i.InstallationID,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
+			&i.ResultNote,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const workItemFinishCancelled = `-- name: WorkItemFinishCancelled :one
@@ -294,7 +373,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -364,12 +443,13 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -415,12 +495,13 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -463,12 +544,13 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemGetByKey = `-- name: WorkItemGetByKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items WHERE idempotency_key = $1::text
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items WHERE idempotency_key = $1::text
 `
 
 func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey string) (WorkItem, error) {
@@ -511,12 +593,13 @@ func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey 
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -559,6 +642,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -566,7 +650,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -615,6 +699,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -622,7 +707,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemHoldParams struct {
@@ -670,6 +755,7 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -685,7 +771,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemInsertParams struct {
@@ -766,12 +852,13 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
   AND position > $2::bigint
 ORDER BY position
@@ -835,6 +922,7 @@ func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg Work
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
+			&i.ResultNote,
 		); err != nil {
 			return nil, err
 		}
@@ -858,7 +946,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.installation_id, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.installation_id, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note
 `
 
 type WorkItemLeaseManyParams struct {
@@ -922,6 +1010,7 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
+			&i.ResultNote,
 		); err != nil {
 			return nil, err
 		}
@@ -938,7 +1027,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -993,6 +1082,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -1000,7 +1090,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -1049,12 +1139,13 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -1115,6 +1206,7 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
+			&i.ResultNote,
 		); err != nil {
 			return nil, err
 		}
@@ -1130,7 +1222,7 @@ const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1173,12 +1265,13 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id 
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1237,6 +1330,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
+			&i.ResultNote,
 		); err != nil {
 			return nil, err
 		}
@@ -1249,7 +1343,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveByCollisionKey = `-- name: WorkItemLiveByCollisionKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE collision_key = lower(btrim($1::text)) || E'\n' || $2::text
   AND status IN ('pending', 'assigned', 'held')
 LIMIT 1
@@ -1300,12 +1394,13 @@ func (q *Queries) WorkItemLiveByCollisionKey(ctx context.Context, db DBTX, arg W
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
@@ -1355,6 +1450,7 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -1414,7 +1510,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemRecoverParams struct {
@@ -1487,6 +1583,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -1494,7 +1591,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1537,6 +1634,7 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -1548,7 +1646,7 @@ WHERE w.id = $1 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $2, $3, $4,
         $5, $6, $7,
         $8, $9, $10)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemReleasePendingParams struct {
@@ -1615,6 +1713,7 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -1627,7 +1726,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemRenewParams struct {
@@ -1698,6 +1797,7 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.ResultNote,
 	)
 	return i, err
 }
@@ -1706,7 +1806,7 @@ const workItemRequestCancel = `-- name: WorkItemRequestCancel :many
 UPDATE work_items
 SET cancel_requested_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemRequestCancelParams struct {
@@ -1761,6 +1861,7 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
+			&i.ResultNote,
 		); err != nil {
 			return nil, err
 		}
@@ -1821,7 +1922,7 @@ const workItemSweepExpired = `-- name: WorkItemSweepExpired :many
 UPDATE work_items
 SET status = 'dropped', finished_at = $1::timestamptz
 WHERE status = 'pending' AND expires_after IS NOT NULL AND expires_after < $1::timestamptz
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 // Drops pending entries whose run_at + expire_after_secs has passed.
@@ -1871,6 +1972,7 @@ func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Ti
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
+			&i.ResultNote,
 		); err != nil {
 			return nil, err
 		}

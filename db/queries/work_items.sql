@@ -105,7 +105,7 @@ RETURNING *;
 
 -- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = @status::text, finished_at = @now::timestamptz
+SET status = @status::text, finished_at = @now::timestamptz, result_note = sqlc.narg('note')
 WHERE w.id = @id AND w.status = 'assigned'
   AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
         @subject_generation, @owner_id, @lease_generation,
@@ -240,3 +240,12 @@ RETURNING *;
 -- name: WorkItemAuditInsert :exec
 INSERT INTO work_item_audit (entry_id, at, method, from_status, to_status, reason)
 VALUES (@entry_id, @at, @method, @from_status, @to_status, sqlc.narg('reason'));
+
+-- name: WorkItemExpiredLeases :many
+-- Assigned items whose lease expired, held by owners with the given prefix
+-- (the built-in workers), oldest expiry first.
+SELECT * FROM work_items
+WHERE status = 'assigned' AND lease_expires_at <= @now::timestamptz
+  AND lease_generation > 0 AND starts_with(lease_owner, @owner_prefix::text)
+ORDER BY lease_expires_at
+LIMIT @lim;

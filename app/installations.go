@@ -1,0 +1,141 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v66/github"
+)
+
+// GitHubConfig is what gitlease needs to act as its GitHub App.
+type GitHubConfig struct {
+	AppID      int64
+	PrivateKey []byte // PEM
+	// APIURL is the REST base URL with a trailing slash
+	// (https://api.github.com/, or GitHub Enterprise Server's /api/v3/).
+	APIURL string
+	// Slug, if set, names the App's bot (<slug>[bot]) without asking GET /app.
+	Slug string
+	// Transport carries every GitHub request; http.DefaultTransport when nil.
+	Transport http.RoundTripper
+}
+
+// Installations creates GitHub clients for the App and its installations:
+// one App JWT transport, and one cached token transport per installation
+// (ghinstallation refreshes each token before it expires). It is safe for
+// concurrent use.
+type Installations struct {
+	apiURL *url.URL
+	apps   *ghinstallation.AppsTransport
+
+	mu   sync.Mutex
+	byID map[int64]*ghinstallation.Transport
+	slug string
+}
+
+// NewInstallations validates cfg and returns the client factory.
+func NewInstallations(cfg GitHubConfig) (*Installations, error) {
+	u, err := url.Parse(cfg.APIURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("GitHub API URL %q is not a URL", cfg.APIURL)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	apps, err := ghinstallation.NewAppsTransport(tr, cfg.AppID, cfg.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("load GitHub App private key: %w", err)
+	}
+	apps.BaseURL = strings.TrimSuffix(u.String(), "/")
+	return &Installations{apiURL: u, apps: apps, byID: map[int64]*ghinstallation.Transport{}, slug: cfg.Slug}, nil
+}
+
+func (in *Installations) newClient(rt http.RoundTripper) *github.Client {
+	c := github.NewClient(&http.Client{Transport: rt})
+	c.BaseURL = in.apiURL
+	return c
+}
+
+// AppClient returns a client authenticated as the App itself (JWT).
+func (in *Installations) AppClient() *github.Client { return in.newClient(in.apps) }
+
+func (in *Installations) transport(installationID int64) (*ghinstallation.Transport, error) {
+	if installationID <= 0 {
+		return nil, errors.New("no GitHub installation for this item")
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	tr, ok := in.byID[installationID]
+	if !ok {
+		tr = ghinstallation.NewFromAppsTransport(in.apps, installationID)
+		tr.BaseURL = in.apps.BaseURL
+		in.byID[installationID] = tr
+	}
+	return tr, nil
+}
+
+// Client returns a client authenticated as the installation.
+func (in *Installations) Client(installationID int64) (*github.Client, error) {
+	tr, err := in.transport(installationID)
+	if err != nil {
+		return nil, err
+	}
+	return in.newClient(tr), nil
+}
+
+// Token returns a current installation access token, for handing to a
+// worker command as GITHUB_TOKEN.
+func (in *Installations) Token(ctx context.Context, installationID int64) (string, error) {
+	tr, err := in.transport(installationID)
+	if err != nil {
+		return "", err
+	}
+	tok, err := tr.Token(ctx)
+	if err != nil {
+		return "", fmt.Errorf("get installation %d token: %w", installationID, err)
+	}
+	return tok, nil
+}
+
+// BotLogin is the login of the App's bot account, <slug>[bot]. The slug
+// comes from the configuration or, once, from GET /app.
+func (in *Installations) BotLogin(ctx context.Context) (string, error) {
+	in.mu.Lock()
+	slug := in.slug
+	in.mu.Unlock()
+	if slug == "" {
+		app, _, err := in.AppClient().Apps.Get(ctx, "")
+		if err != nil {
+			return "", fmt.Errorf("read the App's slug (GET /app): %w", err)
+		}
+		slug = app.GetSlug()
+		in.mu.Lock()
+		in.slug = slug
+		in.mu.Unlock()
+	}
+	return slug + "[bot]", nil
+}
+
+// PullRequest fetches a pull request as the installation (for comment
+// commands on pull requests).
+func (in *Installations) PullRequest(ctx context.Context, installationID int64, owner, repo string, number int) (*github.PullRequest, error) {
+	c, err := in.Client(installationID)
+	if err != nil {
+		return nil, err
+	}
+	pr, _, err := c.PullRequests.Get(ctx, owner, repo, number)
+	if err != nil {
+		return nil, fmt.Errorf("get pull request %s/%s#%d: %w", owner, repo, number, err)
+	}
+	return pr, nil
+}

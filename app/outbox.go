@@ -1,0 +1,237 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/queue"
+)
+
+// Outbox kinds: what a row asks the sender to do on GitHub.
+const (
+	kindCheckRun   = "check_run"            // bring an item's check run to a state, add annotations
+	kindProvision  = "provision"            // create an issue item's branch and draft pull request
+	kindStandalone = "check_run_standalone" // a check run on a commit that is not an item's
+)
+
+// CheckName is the name of every check run gitlease writes.
+const CheckName = "gitlease"
+
+// Annotation is one check-run annotation (always on .github, line 1).
+type Annotation struct {
+	Level      string          `json:"level"` // notice, warning or failure
+	Title      string          `json:"title"`
+	Message    string          `json:"message"`
+	RawDetails json.RawMessage `json:"raw_details,omitempty"`
+}
+
+// checkRunUpdate is the payload of a check_run row: the check run's new
+// state (Status empty: annotations only) and annotations to add.
+type checkRunUpdate struct {
+	Status      string       `json:"status,omitempty"`
+	Conclusion  string       `json:"conclusion,omitempty"`
+	Title       string       `json:"title,omitempty"`
+	Summary     string       `json:"summary,omitempty"`
+	Text        string       `json:"text,omitempty"`
+	Annotations []Annotation `json:"annotations,omitempty"`
+}
+
+// provisionRequest is the payload of a provision row.
+type provisionRequest struct {
+	LeaseGeneration int64 `json:"lease_generation"`
+}
+
+// standaloneCheckRun is the payload of a check_run_standalone row.
+type standaloneCheckRun struct {
+	InstallationID int64  `json:"installation_id"`
+	Repository     string `json:"repository"` // owner/name
+	HeadSHA        string `json:"head_sha"`
+	ExternalID     string `json:"external_id"`
+	Conclusion     string `json:"conclusion"`
+	Title          string `json:"title"`
+	Summary        string `json:"summary"`
+}
+
+// githubMeta is what the webhook intake put in a dispatch's subject
+// metadata about where the item lives on GitHub.
+type githubMeta struct {
+	Kind           string
+	InstallationID int64  `json:"installation_id"`
+	RepositoryID   int64  `json:"repository_id"`
+	Repository     string `json:"repository"`
+	Number         int    `json:"number"`
+	HTMLURL        string `json:"html_url"`
+	HeadSHA        string `json:"head_sha"`
+}
+
+// metaOf reads an item's GitHub metadata; ok is false for items that do not
+// come from GitHub (enqueued over /rpc without it).
+func metaOf(dispatch json.RawMessage) (m githubMeta, ok bool) {
+	var d struct {
+		Subject struct {
+			Kind     string     `json:"kind"`
+			Metadata githubMeta `json:"metadata"`
+		} `json:"subject"`
+	}
+	if json.Unmarshal(dispatch, &d) != nil {
+		return m, false
+	}
+	m = d.Subject.Metadata
+	m.Kind = d.Subject.Kind
+	owner, name, _ := strings.Cut(m.Repository, "/")
+	isGitHub := m.Kind == "github_issue" || m.Kind == "github_pull_request"
+	return m, isGitHub && m.InstallationID > 0 && owner != "" && name != "" && m.Number > 0
+}
+
+// Outbox writes GitHub side effects as outbox rows in the caller's
+// transaction. It is the queue's Observer and the webhook intake's feedback
+// sink, so no queue change and no delivery outcome commits without its
+// GitHub feedback, and none of it is sent before the commit.
+type Outbox struct {
+	q      *dbq.Queries
+	now    func() time.Time
+	logger *slog.Logger
+}
+
+// NewOutbox returns an Outbox; now is the clock rows are stamped with.
+func NewOutbox(now func() time.Time, logger *slog.Logger) *Outbox {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Outbox{q: dbq.New(), now: now, logger: logger}
+}
+
+var _ queue.Observer = (*Outbox)(nil)
+
+func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry *uuid.UUID, payload any) error {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("encode outbox %s: %w", kind, err)
+	}
+	err = o.q.OutboxInsert(ctx, tx, dbq.OutboxInsertParams{Lane: lane, Kind: kind, EntryID: entry, Payload: b, Now: o.now()})
+	if err != nil {
+		return fmt.Errorf("write outbox %s: %w", kind, err)
+	}
+	return nil
+}
+
+func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u checkRunUpdate) error {
+	id := uuid.MustParse(it.EntryID())
+	return o.insert(ctx, tx, "checks/"+it.EntryID(), kindCheckRun, &id, u)
+}
+
+// Enqueued records where the item lives on GitHub and, for a pull request,
+// creates its check run as queued on the head commit.
+func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
+	m, ok := metaOf(it.Dispatch())
+	if !ok {
+		return nil
+	}
+	p := dbq.WorkItemSetGitHubParams{ID: uuid.MustParse(it.EntryID()), InstallationID: &m.InstallationID}
+	if m.Kind == "github_pull_request" && m.HeadSHA != "" {
+		p.HeadSha = &m.HeadSHA
+	}
+	if err := o.q.WorkItemSetGitHub(ctx, tx, p); err != nil {
+		return fmt.Errorf("record GitHub location: %w", err)
+	}
+	if m.Kind != "github_pull_request" {
+		return nil // an issue item's check run is created when its branch exists
+	}
+	return o.checkRun(ctx, tx, it, checkRunUpdate{
+		Status: "queued",
+		Title:  fmt.Sprintf("Queued: generation %d", it.Generation()),
+		Summary: fmt.Sprintf("gitlease queued generation %d of %s for this pull request (entry %s). "+
+			"It waits for a worker to lease it.", it.Generation(), it.QualifiedID(), it.EntryID()),
+	})
+}
+
+// Leased moves the check run to in_progress and, for an issue item not yet
+// provisioned, asks for its branch and draft pull request.
+func (o *Outbox) Leased(ctx context.Context, tx pgx.Tx, it queue.Item) error {
+	m, ok := metaOf(it.Dispatch())
+	if !ok {
+		return nil
+	}
+	f := it.Fence()
+	if f == nil || f.QueueLease == nil {
+		return nil
+	}
+	if m.Kind == "github_issue" && !it.Provisioned() {
+		id := uuid.MustParse(it.EntryID())
+		if err := o.insert(ctx, tx, "provision/"+it.EntryID(), kindProvision, &id,
+			provisionRequest{LeaseGeneration: int64(f.QueueLease.Generation)}); err != nil {
+			return err
+		}
+	}
+	return o.checkRun(ctx, tx, it, checkRunUpdate{
+		Status: "in_progress",
+		Title:  fmt.Sprintf("In progress: generation %d", it.Generation()),
+		Summary: fmt.Sprintf("gitlease handed generation %d of %s to worker %s (lease generation %d, workflow %s). "+
+			"The lease expires at %s unless the worker renews it.", it.Generation(), it.QualifiedID(),
+			f.QueueLease.OwnerID, f.QueueLease.Generation, f.WorkflowID, f.QueueLease.ExpiresAt.Format(time.RFC3339)),
+	})
+}
+
+// conclusions maps a terminal outcome onto a check-run conclusion.
+var conclusions = map[string]string{
+	queue.StatusCompleted: "success",
+	queue.StatusFailed:    "failure",
+	queue.StatusCancelled: "cancelled",
+	queue.StatusDropped:   "cancelled",
+}
+
+// Finished concludes the item's check run. An issue item that never got a
+// branch never got a check run, and gets none now.
+func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
+	m, ok := metaOf(it.Dispatch())
+	if !ok || (m.Kind == "github_issue" && !it.ProvisionRequested()) {
+		return nil
+	}
+	why := map[string]string{
+		queue.StatusCompleted: "the worker finished it successfully",
+		queue.StatusFailed:    "the worker reported a failure",
+		queue.StatusCancelled: "it was cancelled (its subject was closed, or its worker cancelled it)",
+		queue.StatusDropped:   "an operator dropped it from the queue, or it expired before a worker took it",
+	}[it.Status()]
+	return o.checkRun(ctx, tx, it, checkRunUpdate{
+		Status:     "completed",
+		Conclusion: conclusions[it.Status()],
+		Title:      fmt.Sprintf("%s: generation %d", strings.ToUpper(it.Status()[:1])+it.Status()[1:], it.Generation()),
+		Summary:    fmt.Sprintf("Generation %d of %s ended %s: %s.", it.Generation(), it.QualifiedID(), it.Status(), why),
+		Text:       noteText(it.Note()),
+	})
+}
+
+// Annotate adds annotations to an item's check run, now or, for an issue
+// item without a check run yet, when it is created.
+func (o *Outbox) Annotate(ctx context.Context, tx pgx.Tx, it queue.Item, anns ...Annotation) error {
+	if _, ok := metaOf(it.Dispatch()); !ok || len(anns) == 0 {
+		return nil
+	}
+	return o.checkRun(ctx, tx, it, checkRunUpdate{Annotations: anns})
+}
+
+// Standalone creates a concluded check run on a commit that is not an
+// item's (a colliding pull request's head), once per external ID.
+func (o *Outbox) Standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun) error {
+	return o.insert(ctx, tx, "standalone/"+c.ExternalID, kindStandalone, nil, c)
+}
+
+// noteText renders a worker's output tail for a check run's details.
+func noteText(note string) string {
+	if note == "" {
+		return ""
+	}
+	return "Output (last lines):\n\n```\n" + note + "\n```"
+}

@@ -1,0 +1,243 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v66/github"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gitlease/gitlease/db/dbq"
+)
+
+// SenderConfig configures the outbox Sender. Zero fields take defaults.
+type SenderConfig struct {
+	Batch      int           // rows claimed per round; 10
+	Poll       time.Duration // wait between rounds when idle; 1s
+	LockFor    time.Duration // how long a claim keeps other senders off a row; 2m
+	MaxBackoff time.Duration // longest wait between retries; 5m
+	Now        func() time.Time
+}
+
+func (c *SenderConfig) defaults() {
+	if c.Batch <= 0 {
+		c.Batch = 10
+	}
+	if c.Poll <= 0 {
+		c.Poll = time.Second
+	}
+	if c.LockFor <= 0 {
+		c.LockFor = 2 * time.Minute
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 5 * time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Sender drains the GitHub outbox: it claims due rows (first in their lane,
+// SKIP LOCKED, so any number of senders in any number of processes share one
+// outbox), performs each write idempotently, and marks it done, retries it
+// with backoff and jitter (honouring Retry-After and the rate-limit reset),
+// or records a permanent failure.
+type Sender struct {
+	pool   *pgxpool.Pool
+	q      *dbq.Queries
+	gh     *Installations
+	cfg    SenderConfig
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewSender returns a Sender writing to GitHub through gh.
+func NewSender(pool *pgxpool.Pool, gh *Installations, cfg SenderConfig, logger *slog.Logger) *Sender {
+	cfg.defaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sender{pool: pool, q: dbq.New(), gh: gh, cfg: cfg, logger: logger}
+}
+
+// Start runs the sender in the background until Stop or ctx ends.
+func (s *Sender) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return errors.New("outbox sender already started")
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		for {
+			n, err := s.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.logger.ErrorContext(ctx, "outbox round failed", "err", err)
+			}
+			if n == s.cfg.Batch {
+				continue // more may be due right away
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.cfg.Poll):
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop cancels the sender and waits for it to exit. It is safe to call more
+// than once, or before Start.
+func (s *Sender) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// RunOnce claims one batch of due rows and processes them, returning how
+// many it claimed.
+func (s *Sender) RunOnce(ctx context.Context) (int, error) {
+	now := s.cfg.Now()
+	rows, err := s.q.OutboxClaimBatch(ctx, s.pool, dbq.OutboxClaimBatchParams{
+		LockUntil: now.Add(s.cfg.LockFor), Now: now, Batch: int32(s.cfg.Batch),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("claim outbox rows: %w", err)
+	}
+	var wg sync.WaitGroup
+	for _, row := range rows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.settle(ctx, row, s.process(ctx, row))
+		}()
+	}
+	wg.Wait()
+	return len(rows), nil
+}
+
+// permanentError marks a write GitHub will never accept as it is.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func (s *Sender) process(ctx context.Context, row dbq.Outbox) error {
+	switch row.Kind {
+	case kindCheckRun:
+		return s.sendCheckRun(ctx, row)
+	case kindProvision:
+		return s.provision(ctx, row)
+	case kindStandalone:
+		return s.sendStandalone(ctx, row)
+	}
+	return &permanentError{fmt.Errorf("unknown outbox kind %q", row.Kind)}
+}
+
+// settle records the outcome of one row.
+func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
+	now := s.cfg.Now()
+	log := s.logger.With("outbox_id", row.ID, "kind", row.Kind, "attempt", row.Attempts)
+	if row.EntryID != nil {
+		log = log.With("entry_id", row.EntryID.String())
+	}
+	// Settle even if ctx was cancelled mid-write: the claim must not linger.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var dbErr error
+	if err == nil {
+		dbErr = s.q.OutboxDone(sctx, s.pool, dbq.OutboxDoneParams{ID: row.ID, Now: now})
+	} else if retryAt, permanent := s.retryAt(row, err, now); permanent {
+		log.ErrorContext(ctx, "GitHub write failed permanently", "err", err)
+		dbErr = s.q.OutboxFail(sctx, s.pool, dbq.OutboxFailParams{ID: row.ID, Now: now, LastError: ptr(err.Error())})
+	} else {
+		log.WarnContext(ctx, "GitHub write will be retried", "err", err, "retry_at", retryAt)
+		dbErr = s.q.OutboxRetry(sctx, s.pool, dbq.OutboxRetryParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error())})
+	}
+	if dbErr != nil {
+		log.ErrorContext(ctx, "could not settle outbox row; its claim will expire", "err", dbErr)
+	}
+}
+
+// retryAt decides when a failed write is tried again, or that it never is.
+func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, bool) {
+	var (
+		perm     *permanentError
+		rate     *github.RateLimitError
+		abuse    *github.AbuseRateLimitError
+		response *github.ErrorResponse
+	)
+	switch {
+	case errors.As(err, &perm):
+		return time.Time{}, true
+	case errors.As(err, &rate):
+		return rate.Rate.Reset.Time.Add(time.Second), false
+	case errors.As(err, &abuse):
+		if abuse.RetryAfter != nil {
+			return now.Add(*abuse.RetryAfter), false
+		}
+		return now.Add(time.Minute), false
+	case errors.As(err, &response) && response.Response != nil:
+		code := response.Response.StatusCode
+		if code < 500 && code != http.StatusTooManyRequests && code != http.StatusUnauthorized {
+			return time.Time{}, true // GitHub will reject it again
+		}
+	}
+	// Exponential backoff with full jitter on the upper half.
+	backoff := time.Second << min(row.Attempts, 16)
+	backoff = min(backoff, s.cfg.MaxBackoff)
+	return now.Add(backoff/2 + rand.N(backoff/2+1)), false
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// itemOf loads the row's work item and its GitHub client.
+func (s *Sender) itemOf(ctx context.Context, row dbq.Outbox) (dbq.WorkItem, githubMeta, *github.Client, error) {
+	if row.EntryID == nil {
+		return dbq.WorkItem{}, githubMeta{}, nil, &permanentError{errors.New("outbox row has no entry")}
+	}
+	w, err := s.q.WorkItemGet(ctx, s.pool, *row.EntryID)
+	if err != nil {
+		return w, githubMeta{}, nil, fmt.Errorf("read work item: %w", err)
+	}
+	m, ok := metaOf(w.Dispatch)
+	if !ok {
+		return w, m, nil, &permanentError{errors.New("work item has no GitHub metadata")}
+	}
+	c, err := s.gh.Client(m.InstallationID)
+	if err != nil {
+		return w, m, nil, &permanentError{err}
+	}
+	return w, m, c, nil
+}
+
+func decodePayload(row dbq.Outbox, v any) error {
+	if err := json.Unmarshal(row.Payload, v); err != nil {
+		return &permanentError{fmt.Errorf("decode outbox payload: %w", err)}
+	}
+	return nil
+}
+
+// isStatus reports whether err is a GitHub error response with that status.
+func isStatus(err error, code int) bool {
+	var r *github.ErrorResponse
+	return errors.As(err, &r) && r.Response != nil && r.Response.StatusCode == code
+}

@@ -1,0 +1,634 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v66/github"
+	"github.com/labstack/echo/v4"
+	"gopkg.in/yaml.v3"
+)
+
+// URLPlaceholder is what manifest.yml writes for the server's public base URL.
+const URLPlaceholder = "${URL}"
+
+const (
+	// SetupStateTTL is how long a state issued by GET /setup is accepted by
+	// GET /setup/callback. GitHub's manifest codes live an hour too.
+	SetupStateTTL = time.Hour
+	// maxSetupStates bounds the states kept in memory, so a client that
+	// reloads /setup in a loop cannot grow them without limit.
+	maxSetupStates = 1000
+	// exchangeTimeout bounds the code exchange with GitHub.
+	exchangeTimeout = 30 * time.Second
+)
+
+var (
+	// manifestCode is what a manifest code may look like: GitHub's are short
+	// hex strings; anything else never reaches the exchange URL.
+	manifestCode = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	// accountName is a GitHub user or organization login.
+	accountName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+)
+
+// ParsePublicURL checks that raw is an absolute http or https URL with a
+// host and no user info, query or fragment, and returns it without a
+// trailing slash, ready to prefix routes ("/webhook"). It returns an error
+// saying what is wrong otherwise.
+func ParsePublicURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q is not a URL", raw)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q is not an http(s) URL", raw)
+	case u.Host == "" || u.Opaque != "":
+		return "", fmt.Errorf("%q has no host", raw)
+	case u.User != nil:
+		return "", fmt.Errorf("%q must not carry user info", raw)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", fmt.Errorf("%q must not have a query or fragment", raw)
+	}
+	u.Host = strings.ToLower(u.Host)
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u.String(), nil
+}
+
+// RenderManifest turns the GitHub App manifest src (YAML, manifest.yml)
+// into the JSON GitHub accepts, with every URLPlaceholder in its string
+// values replaced by publicURL (normalised by ParsePublicURL). Keys keep
+// their order. It returns an error when publicURL is not a valid public
+// URL, when src is not one YAML mapping, or when the result lacks name, url
+// or hook_attributes.url or still holds a "${" placeholder.
+func RenderManifest(src []byte, publicURL string) ([]byte, error) {
+	return renderManifest(src, publicURL, "")
+}
+
+// renderManifest is RenderManifest with the App name replaced by name when
+// name is not empty.
+func renderManifest(src []byte, publicURL, name string) ([]byte, error) {
+	base, err := ParsePublicURL(publicURL)
+	if err != nil {
+		return nil, fmt.Errorf("render manifest: public URL: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, fmt.Errorf("render manifest: parse YAML: %w", err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("render manifest: the manifest is not one YAML mapping")
+	}
+	root := doc.Content[0]
+	if name != "" {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if root.Content[i].Value == "name" {
+				root.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name}
+			}
+		}
+	}
+	var buf bytes.Buffer
+	fill := func(s string) string { return strings.ReplaceAll(s, URLPlaceholder, base) }
+	if err := writeJSON(&buf, root, fill, 0); err != nil {
+		return nil, fmt.Errorf("render manifest: %w", err)
+	}
+	out := buf.Bytes()
+	if bytes.Contains(out, []byte("${")) {
+		return nil, errors.New("render manifest: a ${...} placeholder other than ${URL} is left")
+	}
+	var check struct {
+		Name  string `json:"name"`
+		URL   string `json:"url"`
+		Hooks struct {
+			URL string `json:"url"`
+		} `json:"hook_attributes"`
+	}
+	if err := json.Unmarshal(out, &check); err != nil {
+		return nil, fmt.Errorf("render manifest: %w", err)
+	}
+	if check.Name == "" || check.URL == "" || check.Hooks.URL == "" {
+		return nil, errors.New("render manifest: name, url and hook_attributes.url are required")
+	}
+	return out, nil
+}
+
+// writeJSON writes the YAML node n as JSON, keeping mapping order and
+// passing every string scalar through fill.
+func writeJSON(buf *bytes.Buffer, n *yaml.Node, fill func(string) string, depth int) error {
+	if depth > 32 {
+		return errors.New("the manifest nests too deeply")
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return writeJSON(buf, n.Alias, fill, depth+1)
+	case yaml.MappingNode:
+		buf.WriteByte('{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+				return fmt.Errorf("line %d: keys must be plain strings", k.Line)
+			}
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			key, _ := json.Marshal(k.Value) // a string always marshals
+			buf.Write(key)
+			buf.WriteByte(':')
+			if err := writeJSON(buf, n.Content[i+1], fill, depth+1); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case yaml.SequenceNode:
+		buf.WriteByte('[')
+		for i, c := range n.Content {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeJSON(buf, c, fill, depth+1); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		if s, ok := v.(string); ok {
+			v = fill(s)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		buf.Write(b)
+	default:
+		return fmt.Errorf("line %d: unsupported YAML node", n.Line)
+	}
+	return nil
+}
+
+// GitHubWebURL returns the address of GitHub's web interface for the REST
+// base URL apiURL: https://api.github.com/ gives https://github.com,
+// https://api.SUBDOMAIN.ghe.com/ gives https://SUBDOMAIN.ghe.com, and a
+// GitHub Enterprise Server URL https://HOST/api/v3/ gives https://HOST. Any
+// other URL (a test server) gives its scheme, host and path. It returns an
+// error when apiURL is not an absolute http(s) URL.
+func GitHubWebURL(apiURL string) (string, error) {
+	u, err := url.Parse(apiURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("GitHub API URL %q is not an http(s) URL", apiURL)
+	}
+	host := strings.ToLower(u.Host)
+	switch {
+	case host == "api.github.com":
+		return "https://github.com", nil
+	case strings.HasPrefix(host, "api.") && strings.HasSuffix(host, ".ghe.com"):
+		return u.Scheme + "://" + strings.TrimPrefix(host, "api."), nil
+	}
+	path := strings.TrimRight(u.Path, "/")
+	path = strings.TrimSuffix(path, "/api/v3")
+	return u.Scheme + "://" + u.Host + path, nil
+}
+
+// SetupConfig configures the GitHub App manifest flow served by Setup.
+type SetupConfig struct {
+	// ManifestYAML is the App manifest, manifest.yml, with URLPlaceholder
+	// standing for the public URL. Required.
+	ManifestYAML []byte
+	// PublicURL is the server's public base URL written into the manifest.
+	// Empty means it is derived from each request's Host and
+	// X-Forwarded-Proto.
+	PublicURL string
+	// APIURL is GitHub's REST base URL, ending in "/". Empty means
+	// https://api.github.com/.
+	APIURL string
+	// AppConfigured says this server already runs with App credentials; the
+	// /setup page then warns that it would register a second App.
+	AppConfigured bool
+	// HTTPClient makes the code exchange. Nil means a client with a 30 s
+	// timeout.
+	HTTPClient *http.Client
+	// Now is the clock for state expiry. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Setup serves GitHub's "register a GitHub App from a manifest" flow:
+// GET /setup shows a page whose button posts the manifest to GitHub, and
+// GET /setup/callback exchanges the code GitHub redirects back with for the
+// new App's credentials and shows them once. It remembers the states it
+// issued, in memory, for SetupStateTTL; a callback with any other state is
+// refused. It is safe for concurrent use.
+type Setup struct {
+	cfg       SetupConfig
+	publicURL string // cfg.PublicURL normalised, or empty
+	webURL    string // GitHub's web interface, for the registration form
+	apiURL    *url.URL
+	logger    *slog.Logger
+	pages     *template.Template
+
+	mu     sync.Mutex
+	states map[string]time.Time // issued state -> when it was issued
+}
+
+// NewSetup returns the manifest flow for cfg. It returns an error when the
+// manifest does not render, or PublicURL or APIURL is not a valid URL.
+func NewSetup(cfg SetupConfig, logger *slog.Logger) (*Setup, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = "https://api.github.com/"
+	}
+	if !strings.HasSuffix(cfg.APIURL, "/") {
+		cfg.APIURL += "/"
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: exchangeTimeout}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Setup{cfg: cfg, logger: logger, states: map[string]time.Time{}}
+	var err error
+	if cfg.PublicURL != "" {
+		if s.publicURL, err = ParsePublicURL(cfg.PublicURL); err != nil {
+			return nil, fmt.Errorf("setup: public URL: %w", err)
+		}
+	}
+	if s.webURL, err = GitHubWebURL(cfg.APIURL); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if s.apiURL, err = url.Parse(cfg.APIURL); err != nil {
+		return nil, fmt.Errorf("setup: GitHub API URL: %w", err)
+	}
+	if _, err := RenderManifest(cfg.ManifestYAML, "https://gitlease.invalid"); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if s.pages, err = template.New("setup").Parse(setupPages); err != nil {
+		return nil, fmt.Errorf("setup: parse pages: %w", err)
+	}
+	return s, nil
+}
+
+// Register adds GET /setup and GET /setup/callback to e.
+func (s *Setup) Register(e *echo.Echo) {
+	e.GET("/setup", s.start)
+	e.GET("/setup/callback", s.callback)
+}
+
+// setupPage is the data of every page the flow renders.
+type setupPage struct {
+	Title   string
+	Message string // error pages
+
+	// GET /setup
+	PublicURL     string
+	Derived       bool // PublicURL came from the request, not configuration
+	PlainHTTP     bool
+	AppConfigured bool
+	Action        string // where the form posts
+	Manifest      string // the manifest JSON
+	Org, Name     string
+
+	// GET /setup/callback
+	App           appCredentials
+	InstallURL    string
+	SecretsCmd    string
+	ReadyzURL     string
+	HasWebhookKey bool
+}
+
+// appCredentials is what the code exchange returned that the page shows.
+type appCredentials struct {
+	ID            int64
+	Slug, Name    string
+	Owner         string
+	HTMLURL       string
+	WebhookSecret string
+	PEM           string
+}
+
+// start serves GET /setup: a page with the manifest and a button that posts
+// it to GitHub with a freshly issued state. ?org=LOGIN registers the App
+// under an organization; ?name=NAME changes the App's name (App names are
+// unique on GitHub).
+func (s *Setup) start(c echo.Context) error {
+	base, derived, err := s.baseURL(c)
+	if err != nil {
+		return s.fail(c, http.StatusBadRequest, "Cannot tell this server's public URL",
+			"The request carries no usable Host header. Set GITLEASE_PUBLIC_URL to the URL GitHub should call, and reload.")
+	}
+	org := strings.TrimSpace(c.QueryParam("org"))
+	if org != "" && !accountName.MatchString(org) {
+		return s.fail(c, http.StatusBadRequest, "Not an organization name",
+			"An organization login has up to 39 letters, digits and hyphens, and does not start with a hyphen.")
+	}
+	name := strings.TrimSpace(c.QueryParam("name"))
+	if len(name) > 34 {
+		return s.fail(c, http.StatusBadRequest, "App name too long",
+			"GitHub App names have at most 34 characters.")
+	}
+	manifest, err := renderManifest(s.cfg.ManifestYAML, base, name)
+	if err != nil {
+		s.logger.Error("setup: render the App manifest", "err", err)
+		return s.fail(c, http.StatusInternalServerError, "The App manifest is broken",
+			"This build's manifest.yml does not render; the server log says why.")
+	}
+	state, err := s.issueState()
+	if err != nil {
+		s.logger.Error("setup: issue a state", "err", err)
+		return s.fail(c, http.StatusInternalServerError, "Cannot start the setup",
+			"The server could not generate a random state; the server log says why.")
+	}
+	action := s.webURL + "/settings/apps/new"
+	if org != "" {
+		action = s.webURL + "/organizations/" + url.PathEscape(org) + "/settings/apps/new"
+	}
+	action += "?" + url.Values{"state": {state}}.Encode()
+	var pretty bytes.Buffer
+	_ = json.Indent(&pretty, manifest, "", "  ") // manifest is valid JSON
+	return s.render(c, http.StatusOK, "start", setupPage{
+		Title:         "Register gitlease as a GitHub App",
+		PublicURL:     base,
+		Derived:       derived,
+		PlainHTTP:     strings.HasPrefix(base, "http://"),
+		AppConfigured: s.cfg.AppConfigured,
+		Action:        action,
+		Manifest:      pretty.String(),
+		Org:           org,
+		Name:          name,
+	})
+}
+
+// callback serves GET /setup/callback?code=…&state=…: it checks the state,
+// exchanges the code for the new App's credentials and shows them once.
+func (s *Setup) callback(c echo.Context) error {
+	code, state := c.QueryParam("code"), c.QueryParam("state")
+	if !s.stateValid(state) {
+		return s.fail(c, http.StatusBadRequest, "Unknown or expired setup state",
+			"This callback does not belong to a registration started from this server's /setup page within the last hour, "+
+				"or its credentials were already shown. Start again at /setup.")
+	}
+	if !manifestCode.MatchString(code) {
+		return s.fail(c, http.StatusBadRequest, "Missing or malformed code",
+			"GitHub redirects here with a code after you create the App. Start again at /setup.")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), exchangeTimeout)
+	defer cancel()
+	client := github.NewClient(s.cfg.HTTPClient)
+	client.BaseURL = s.apiURL
+	conf, _, err := client.Apps.CompleteAppManifest(ctx, code)
+	if err != nil {
+		var ghErr *github.ErrorResponse
+		if errors.As(err, &ghErr) && ghErr.Response != nil &&
+			(ghErr.Response.StatusCode == http.StatusNotFound || ghErr.Response.StatusCode == http.StatusUnprocessableEntity) {
+			s.logger.Warn("setup: GitHub refused the manifest code", "status", ghErr.Response.StatusCode)
+			return s.fail(c, http.StatusBadRequest, "GitHub does not accept this code",
+				"The code has expired (codes last one hour), was already exchanged, or was issued by another GitHub "+
+					"than the one GITHUB_API_URL names. If the App was created, its settings page on GitHub lets you "+
+					"generate a new private key and set a webhook secret; otherwise start again at /setup.")
+		}
+		s.logger.Error("setup: exchange the manifest code", "err", err)
+		return s.fail(c, http.StatusBadGateway, "GitHub did not complete the registration",
+			"The exchange with GitHub failed; the server log says why. Reload this page to try again, "+
+				"or start again at /setup.")
+	}
+	s.consumeState(state)
+	creds := appCredentials{
+		ID:            conf.GetID(),
+		Slug:          conf.GetSlug(),
+		Name:          conf.GetName(),
+		Owner:         conf.GetOwner().GetLogin(),
+		HTMLURL:       conf.GetHTMLURL(),
+		WebhookSecret: conf.GetWebhookSecret(),
+		PEM:           conf.GetPEM(),
+	}
+	s.logger.Info("setup: GitHub App registered", "app_id", creds.ID, "slug", creds.Slug, "owner", creds.Owner)
+	base, _, _ := s.baseURL(c)
+	page := setupPage{
+		Title:         "GitHub App " + creds.Name + " registered",
+		App:           creds,
+		HasWebhookKey: creds.WebhookSecret != "",
+		SecretsCmd:    secretsCommand(creds),
+	}
+	if creds.HTMLURL != "" {
+		page.InstallURL = strings.TrimRight(creds.HTMLURL, "/") + "/installations/new"
+	}
+	if base != "" {
+		page.ReadyzURL = base + "/readyz"
+	}
+	return s.render(c, http.StatusOK, "done", page)
+}
+
+// secretsCommand is the fly command that stores the new App's credentials.
+// The private key is read from the file the page asks the user to save.
+func secretsCommand(a appCredentials) string {
+	parts := []string{"fly secrets set",
+		fmt.Sprintf("GITHUB_APP_ID=%d", a.ID),
+		"GITHUB_APP_SLUG=" + shellQuote(a.Slug),
+	}
+	if a.WebhookSecret != "" {
+		parts = append(parts, "GITHUB_WEBHOOK_SECRET="+shellQuote(a.WebhookSecret))
+	}
+	parts = append(parts, `GITHUB_PRIVATE_KEY="$(cat gitlease-private-key.pem)"`)
+	return strings.Join(parts, " \\\n  ")
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// baseURL is the public URL to put into the manifest: the configured one,
+// else one derived from the request (derived is then true).
+func (s *Setup) baseURL(c echo.Context) (base string, derived bool, err error) {
+	if s.publicURL != "" {
+		return s.publicURL, false, nil
+	}
+	r := c.Request()
+	host := r.Host
+	if host == "" || strings.ContainsAny(host, "/?#@\\ \t") {
+		return "", true, errors.New("no usable Host header")
+	}
+	scheme := c.Scheme()
+	if p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ","); p != "" {
+		if p = strings.ToLower(strings.TrimSpace(p)); p == "http" || p == "https" {
+			scheme = p
+		}
+	}
+	base, err = ParsePublicURL(scheme + "://" + host)
+	return base, true, err
+}
+
+// issueState returns a new random state and remembers it, forgetting
+// expired states and, past maxSetupStates, the oldest.
+func (s *Setup) issueState() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("read random state: %w", err)
+	}
+	state := base64.RawURLEncoding.EncodeToString(b[:])
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for st, at := range s.states {
+		if now.Sub(at) >= SetupStateTTL {
+			delete(s.states, st)
+		}
+	}
+	for len(s.states) >= maxSetupStates {
+		oldest, oldestAt := "", now
+		for st, at := range s.states {
+			if oldest == "" || at.Before(oldestAt) {
+				oldest, oldestAt = st, at
+			}
+		}
+		delete(s.states, oldest)
+	}
+	s.states[state] = now
+	return state, nil
+}
+
+// stateValid reports whether state was issued by this Setup within
+// SetupStateTTL and has not been consumed.
+func (s *Setup) stateValid(state string) bool {
+	if state == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.states[state]
+	if ok && s.cfg.Now().Sub(at) >= SetupStateTTL {
+		delete(s.states, state)
+		return false
+	}
+	return ok
+}
+
+// consumeState forgets state, so its credentials page is shown once.
+func (s *Setup) consumeState(state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.states, state)
+}
+
+// fail renders an error page with status, a title and a message meant for
+// the person at the browser; it never carries error internals.
+func (s *Setup) fail(c echo.Context, status int, title, message string) error {
+	return s.render(c, status, "error", setupPage{Title: title, Message: message})
+}
+
+// render writes one of the flow's pages with headers that keep it out of
+// caches, frames and Referer headers.
+func (s *Setup) render(c echo.Context, status int, page string, data setupPage) error {
+	var buf bytes.Buffer
+	if err := s.pages.ExecuteTemplate(&buf, page, data); err != nil {
+		s.logger.Error("setup: render page", "page", page, "err", err)
+		return c.String(http.StatusInternalServerError, "gitlease: the setup page failed to render; the server log says why")
+	}
+	h := c.Response().Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'")
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// setupPages are the flow's HTML pages; html/template escapes every value.
+const setupPages = `
+{{define "head"}}<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>{{.Title}} · gitlease</title>
+<style>
+body{font:16px/1.5 system-ui,sans-serif;max-width:48rem;margin:2rem auto;padding:0 1rem;color:#1f2328}
+pre,textarea{font:13px/1.4 ui-monospace,monospace;background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:.75rem;overflow:auto}
+textarea{width:100%;box-sizing:border-box}
+.warn{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:.5rem .75rem}
+button{font-size:1rem;padding:.5rem 1rem;border-radius:6px;border:1px solid #1f883d;background:#1f883d;color:#fff;cursor:pointer}
+dt{font-weight:600}dd{margin:0 0 .5rem}
+</style></head><body>
+<h1>{{.Title}}</h1>
+{{end}}
+
+{{define "foot"}}</body></html>
+{{end}}
+
+{{define "error"}}{{template "head" .}}
+<p>{{.Message}}</p>
+<p><a href="/setup">Back to /setup</a></p>
+{{template "foot" .}}{{end}}
+
+{{define "start"}}{{template "head" .}}
+{{if .AppConfigured}}<p class="warn">This server already runs with a GitHub App (GITHUB_APP_ID is set).
+Registering here creates a second, separate App.</p>{{end}}
+<p>This registers a new GitHub App for gitlease from its manifest: GitHub shows you the App it
+will create, you confirm, and GitHub sends you back here, where the App's ID, webhook secret and
+private key are shown <strong>once</strong>.</p>
+<p>GitHub will deliver webhooks to <code>{{.PublicURL}}/webhook</code>.
+{{if .Derived}}This URL was taken from your request; if GitHub must reach this server under another
+address, set <code>GITLEASE_PUBLIC_URL</code> and reload.{{end}}</p>
+{{if .PlainHTTP}}<p class="warn">This URL is plain HTTP: GitHub would send webhooks unencrypted. Serve gitlease
+behind HTTPS for anything but a local experiment.</p>{{end}}
+<form id="register" action="{{.Action}}" method="post">
+<input type="hidden" name="manifest" value="{{.Manifest}}">
+<button type="submit">Create the GitHub App on GitHub</button>
+</form>
+<h2>Options</h2>
+<form action="/setup" method="get">
+<p><label>Organization (empty: your personal account) <input name="org" value="{{.Org}}"></label></p>
+<p><label>App name (App names are unique on GitHub) <input name="name" value="{{.Name}}" maxlength="34"></label></p>
+<p><button type="submit">Update</button></p>
+</form>
+<h2>The manifest</h2>
+<pre id="manifest">{{.Manifest}}</pre>
+{{template "foot" .}}{{end}}
+
+{{define "done"}}{{template "head" .}}
+<p class="warn"><strong>This page is shown once.</strong> GitHub will not show the private key again, and
+reloading this page will not show it either. Store the values below before you leave.</p>
+<dl>
+<dt>App ID</dt><dd id="app-id">{{.App.ID}}</dd>
+<dt>Slug</dt><dd id="app-slug">{{.App.Slug}}</dd>
+{{if .App.Owner}}<dt>Owner</dt><dd>{{.App.Owner}}</dd>{{end}}
+{{if .App.HTMLURL}}<dt>Settings</dt><dd><a href="{{.App.HTMLURL}}">{{.App.HTMLURL}}</a></dd>{{end}}
+<dt>Webhook secret</dt><dd><code id="webhook-secret">{{if .HasWebhookKey}}{{.App.WebhookSecret}}{{else}}(none: set one in the App's settings){{end}}</code></dd>
+</dl>
+<h2>Private key</h2>
+<textarea id="private-key" rows="12" readonly>{{.App.PEM}}</textarea>
+<h2>Next steps</h2>
+<ol>
+<li>Save the private key above to a file, <code>gitlease-private-key.pem</code>, readable only by you.</li>
+<li>Give gitlease the credentials as secrets. On Fly:
+<pre>{{.SecretsCmd}}</pre>
+Elsewhere, set the environment variables <code>GITHUB_APP_ID</code>, <code>GITHUB_PRIVATE_KEY</code> (or
+<code>GITHUB_PRIVATE_KEY_FILE</code>), <code>GITHUB_WEBHOOK_SECRET</code> and <code>GITHUB_APP_SLUG</code>
+the same way, then restart gitlease (<code>fly secrets set</code> restarts the machines for you).
+Delete the key file once it is stored.</li>
+<li>{{if .InstallURL}}<a href="{{.InstallURL}}">Install the App</a>{{else}}Install the App from its settings page on GitHub{{end}}
+on the repositories gitlease should serve.</li>
+<li>Check that gitlease is ready{{if .ReadyzURL}} at <a href="{{.ReadyzURL}}">{{.ReadyzURL}}</a>{{end}}, then open an
+issue in one of those repositories: a <code>gitlease</code> check run and a draft pull request follow.</li>
+</ol>
+{{template "foot" .}}{{end}}
+`
