@@ -1,0 +1,40 @@
+// Package githubtest is a strict fake of the GitHub REST API for tests.
+//
+// New starts an httptest.Server that serves, at its root, the api.github.com
+// paths gitlease uses: the GitHub App endpoints (GET /app, installation access
+// tokens, manifest conversions), repositories, Git refs, commits and trees,
+// pull requests and check runs. It behaves like GitHub for these endpoints:
+// the same authentication (an RS256 App JWT for /app endpoints, an
+// installation access token for repository endpoints), the same status codes
+// and JSON error bodies, and JSON responses shaped so that go-github v66
+// decodes them.
+//
+// The fake is strict: every request GitHub would reject is answered as GitHub
+// answers it and is also reported as a Violation, which fails the test
+// through the testing.TB given to New (unless the Lenient option is used).
+// A few rejections are a normal part of talking to GitHub and are answered
+// without failing the test: a 404 for a ref, pull request, check run or
+// manifest code that does not exist (a probe), 422 "Reference already
+// exists", 422 "A pull request already exists" and 422 "Draft pull requests
+// are not supported in this repository" (the create-if-absent and fallback
+// paths). Injected faults never count as violations either.
+//
+// Request bodies and query parameters are checked against the request
+// schemas of GitHub's own OpenAPI description (the embedded extract
+// openapi/requests.json, see openapi/README.md): required fields, types,
+// enums, maximum lengths and item counts. Rules the description does not
+// express (a conclusion is required when a check run completes, annotation
+// raw_details is at most 64 KB, a ref name must be a valid Git ref name, the
+// objects a request names must exist, ...) are checked by hand.
+//
+// Fault injection (FailNext, FailEach, SecondaryRateLimit, PrimaryRateLimit,
+// LoseResponses, FailRate) makes requests fail before they have any effect,
+// or, with LoseResponses, after their effect (the response is lost), so tests
+// can exercise retries, rate-limit handling and create-if-absent idempotency.
+//
+// Everything a test may want to assert is available as snapshots: Requests,
+// Count, Refs, Branch, Commits, PullRequests, CheckRuns, Violations. All
+// methods of Server are safe for concurrent use, and the package has no
+// package-level mutable state, so tests can run in parallel, each with its
+// own fake, and several clients can share one fake.
+package githubtest

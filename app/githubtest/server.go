@@ -1,0 +1,632 @@
+package githubtest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Kind names one endpoint of the fake. Fault injection and Count take a
+// Kind; every recorded Request carries one.
+type Kind string
+
+// The endpoints the fake serves, by kind.
+const (
+	KindGetApp              Kind = "get_app"             // GET /app
+	KindAccessToken         Kind = "access_token"        // POST /app/installations/{installation_id}/access_tokens
+	KindManifest            Kind = "manifest_conversion" // POST /app-manifests/{code}/conversions
+	KindGetRepo             Kind = "get_repo"            // GET /repos/{owner}/{repo}
+	KindGetRef              Kind = "get_ref"             // GET /repos/{owner}/{repo}/git/ref/{ref} (and the legacy git/refs/{ref})
+	KindCreateRef           Kind = "create_ref"          // POST /repos/{owner}/{repo}/git/refs
+	KindUpdateRef           Kind = "update_ref"          // PATCH /repos/{owner}/{repo}/git/refs/{ref}
+	KindGetCommit           Kind = "get_commit"          // GET /repos/{owner}/{repo}/git/commits/{commit_sha}
+	KindCreateCommit        Kind = "create_commit"       // POST /repos/{owner}/{repo}/git/commits
+	KindGetTree             Kind = "get_tree"            // GET /repos/{owner}/{repo}/git/trees/{tree_sha}
+	KindListPulls           Kind = "list_pulls"          // GET /repos/{owner}/{repo}/pulls
+	KindCreatePull          Kind = "create_pull"         // POST /repos/{owner}/{repo}/pulls
+	KindGetPull             Kind = "get_pull"            // GET /repos/{owner}/{repo}/pulls/{pull_number}
+	KindCreateCheckRun      Kind = "create_check_run"    // POST /repos/{owner}/{repo}/check-runs
+	KindGetCheckRun         Kind = "get_check_run"       // GET /repos/{owner}/{repo}/check-runs/{check_run_id}
+	KindUpdateCheckRun      Kind = "update_check_run"    // PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}
+	KindListAnnotations     Kind = "list_annotations"    // GET /repos/{owner}/{repo}/check-runs/{check_run_id}/annotations
+	KindListCheckRunsForRef Kind = "list_check_runs"     // GET /repos/{owner}/{repo}/commits/{ref}/check-runs
+	// KindUnknown is the kind of a request no route matches (answered 404).
+	KindUnknown Kind = "unknown"
+	// AnyKind, given to fault injection, matches requests of every kind.
+	AnyKind Kind = "*"
+)
+
+// Kinds returns every endpoint kind the fake serves (not KindUnknown or
+// AnyKind), in a stable order.
+func Kinds() []Kind {
+	return []Kind{KindGetApp, KindAccessToken, KindManifest, KindGetRepo, KindGetRef, KindCreateRef,
+		KindUpdateRef, KindGetCommit, KindCreateCommit, KindGetTree, KindListPulls, KindCreatePull,
+		KindGetPull, KindCreateCheckRun, KindGetCheckRun, KindUpdateCheckRun, KindListAnnotations,
+		KindListCheckRunsForRef}
+}
+
+// Default identity of the fake's GitHub App.
+const (
+	DefaultAppID = 424242
+	DefaultSlug  = "gitlease-test"
+)
+
+const docsREST = "https://docs.github.com/rest"
+
+// Option configures a Server.
+type Option func(*config)
+
+type config struct {
+	appID            int64
+	slug             string
+	lenient          bool
+	forbidRefUpdates bool
+	tokenTTL         time.Duration
+	rateLimit        int
+	rateWindow       time.Duration
+	htmlURL          string
+	latency          time.Duration
+	keyBits          int
+}
+
+// WithApp sets the App's ID and slug (defaults DefaultAppID, DefaultSlug).
+func WithApp(id int64, slug string) Option {
+	return func(c *config) { c.appID, c.slug = id, slug }
+}
+
+// Lenient records violations (see Violations) without failing the test.
+// Use it in tests that send requests GitHub rejects on purpose.
+func Lenient() Option { return func(c *config) { c.lenient = true } }
+
+// ForbidRefUpdates makes every PATCH of a ref a violation, for code that
+// must never move an existing ref. Without it updates are served as GitHub
+// serves them (fast-forward unless force) and only counted.
+func ForbidRefUpdates() Option { return func(c *config) { c.forbidRefUpdates = true } }
+
+// WithTokenTTL sets how long installation access tokens live (GitHub: one
+// hour). ghinstallation refreshes a token a minute before it expires.
+func WithTokenTTL(d time.Duration) Option { return func(c *config) { c.tokenTTL = d } }
+
+// WithRateLimit sets the primary rate limit of each identity (installation,
+// App JWT, anonymous) per window (GitHub: 5000 per hour for an installation).
+// A request beyond it is answered 403 with x-ratelimit-remaining: 0 until
+// the window resets, as GitHub does.
+func WithRateLimit(limit int, window time.Duration) Option {
+	return func(c *config) { c.rateLimit, c.rateWindow = limit, window }
+}
+
+// WithHTMLURL sets the web base used in html_url fields (default
+// "https://github.com").
+func WithHTMLURL(base string) Option {
+	return func(c *config) { c.htmlURL = strings.TrimRight(base, "/") }
+}
+
+// WithLatency delays every response by d, to widen race windows between
+// concurrent clients.
+func WithLatency(d time.Duration) Option { return func(c *config) { c.latency = d } }
+
+// Server is a running fake GitHub. Create it with New.
+type Server struct {
+	// AppID is the ID of the fake's GitHub App, the JWT issuer it accepts.
+	AppID int64
+	// Slug is the App's slug; its bot user is "<Slug>[bot]".
+	Slug string
+	// ClientID is the App's client ID, also accepted as JWT issuer.
+	ClientID string
+	// PrivateKeyPEM is the App's private key (PKCS#1 PEM, as GitHub issues
+	// it), for ghinstallation.NewAppsTransport.
+	PrivateKeyPEM []byte
+	// PrivateKey is the parsed PrivateKeyPEM.
+	PrivateKey *rsa.PrivateKey
+
+	tb    testing.TB
+	cfg   config
+	srv   *httptest.Server
+	mux   *http.ServeMux
+	ops   map[string]*operation
+	start time.Time
+
+	mu            sync.Mutex
+	apps          map[int64]*app
+	installations map[int64]*installation
+	tokens        map[string]*token
+	tokenList     []*token         // issue order
+	repos         map[string]*repo // by lower-case full name
+	owners        map[string]int64 // lower-case login -> account ID
+	checkRuns     map[int64]*checkRun
+	manifestCodes map[string]*manifestCode
+	nextID        int64
+	requests      []Request
+	counts        map[Kind]int
+	violations    []Violation
+	faults        faults
+	rate          map[string]*rateBucket
+	reqSeq        int64
+}
+
+// New starts a fake GitHub and registers its shutdown with tb.Cleanup. It
+// generates the App's RSA key; add repositories with AddRepo and
+// installations with AddInstallation before pointing a client at URL.
+func New(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	cfg := config{
+		appID: DefaultAppID, slug: DefaultSlug, tokenTTL: time.Hour,
+		rateLimit: 5000, rateWindow: time.Hour, htmlURL: "https://github.com", keyBits: 2048,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ops, err := loadOperations()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{
+		AppID: cfg.appID, Slug: cfg.slug,
+		tb: tb, cfg: cfg, ops: ops, start: time.Now(),
+		apps: map[int64]*app{}, installations: map[int64]*installation{}, tokens: map[string]*token{},
+		repos: map[string]*repo{}, owners: map[string]int64{}, checkRuns: map[int64]*checkRun{},
+		manifestCodes: map[string]*manifestCode{}, counts: map[Kind]int{}, rate: map[string]*rateBucket{},
+		nextID: 1000,
+	}
+	a, err := s.newApp(cfg.appID, cfg.slug, "gitlease (test)", "octo-org", defaultPermissions(), defaultEvents())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.apps[a.id] = a
+	s.ClientID, s.PrivateKeyPEM, s.PrivateKey = a.clientID, a.pem, a.key
+	s.faults.init()
+	s.mux = http.NewServeMux()
+	for _, rt := range s.routes() {
+		if _, ok := s.ops[rt.op]; !ok {
+			tb.Fatalf("githubtest: route %s has no operation %q in openapi/requests.json", rt.pattern, rt.op)
+		}
+		s.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+			if rt.match != nil && !rt.match(r) {
+				s.serve(w, r, nil)
+				return
+			}
+			s.serve(w, r, rt)
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, nil) })
+	s.srv = httptest.NewServer(s.mux)
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL returns the API base URL with a trailing slash, for go-github's
+// BaseURL and GITHUB_API_URL. (ghinstallation's Transport.BaseURL wants it
+// without the slash: see BaseURL.)
+func (s *Server) URL() string { return s.srv.URL + "/" }
+
+// BaseURL returns the API base URL without a trailing slash, the form
+// ghinstallation's Transport.BaseURL and AppsTransport.BaseURL expect.
+func (s *Server) BaseURL() string { return s.srv.URL }
+
+// Close shuts the server down early (it is closed at cleanup anyway), to
+// simulate GitHub being unreachable.
+func (s *Server) Close() { s.srv.Close() }
+
+func (s *Server) newApp(id int64, slug, name, owner string, perms map[string]string, events []string) (*app, error) {
+	key, err := rsa.GenerateKey(rand.Reader, s.cfg.keyBits)
+	if err != nil {
+		return nil, err
+	}
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	return &app{
+		id: id, slug: slug, name: name, owner: owner, clientID: "Iv23li" + randomString(14),
+		key: key, pem: pemBytes, permissions: perms, events: events, createdAt: time.Now().UTC(),
+	}, nil
+}
+
+// ---- request pipeline ----
+
+type authKind int
+
+const (
+	authNone authKind = iota
+	authJWT
+	authInstallation
+)
+
+// route is one served endpoint.
+type route struct {
+	kind    Kind
+	pattern string // http.ServeMux pattern
+	op      string // key into openapi/requests.json
+	auth    authKind
+	match   func(*http.Request) bool // extra condition on the path, nil for none
+	perm    string                   // installation permission needed (repository routes)
+	write   bool
+	handle  func(*call) response
+}
+
+// call is the state of one request as a handler sees it.
+type call struct {
+	s     *Server
+	r     *http.Request
+	rt    *route
+	op    *operation
+	body  []byte
+	json  map[string]any // the decoded body, for routes with a body schema
+	app   *app
+	tok   *token
+	repo  *repo
+	now   time.Time
+	viols []string
+}
+
+// violatef records a violation: a request GitHub rejects that the client
+// should not have sent.
+func (c *call) violatef(format string, args ...any) {
+	c.viols = append(c.viols, fmt.Sprintf(format, args...))
+}
+
+// response is what a handler answers.
+type response struct {
+	status int
+	body   any
+	header map[string]string
+}
+
+func (c *call) doc() string {
+	if c.op != nil && c.op.DocumentationURL != "" {
+		return c.op.DocumentationURL
+	}
+	return docsREST
+}
+
+func errorBody(status int, msg, doc string) map[string]any {
+	return map[string]any{"message": msg, "documentation_url": doc, "status": strconv.Itoa(status)}
+}
+
+// fail answers status with GitHub's {"message","documentation_url"} body.
+func (c *call) fail(status int, msg string) response {
+	return response{status: status, body: errorBody(status, msg, c.doc())}
+}
+
+// notFound answers GitHub's 404.
+func (c *call) notFound() response { return c.fail(http.StatusNotFound, "Not Found") }
+
+// fieldError is one entry of the "errors" array of a GitHub 422 "Validation
+// Failed" body.
+type fieldError struct {
+	Resource string `json:"resource,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Code     string `json:"code"`
+	Message  string `json:"message,omitempty"`
+}
+
+// validationFailed answers GitHub's 422 {"message":"Validation Failed","errors":[...]}.
+func (c *call) validationFailed(errs ...fieldError) response {
+	b := errorBody(http.StatusUnprocessableEntity, "Validation Failed", c.doc())
+	b["errors"] = errs
+	return response{status: http.StatusUnprocessableEntity, body: b}
+}
+
+// invalid answers GitHub's 422 for a request its schema validation rejects.
+func (c *call) invalid(probs ...string) response {
+	return c.fail(http.StatusUnprocessableEntity, invalidRequest(probs))
+}
+
+// bufWriter buffers a response so it can be recorded (and, for a lost
+// response, discarded).
+type bufWriter struct {
+	h      http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
+	if s.cfg.latency > 0 {
+		time.Sleep(s.cfg.latency)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 50<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	c := &call{s: s, r: r, rt: rt, body: body, now: time.Now()}
+	kind := KindUnknown
+	if rt != nil {
+		kind = rt.kind
+		c.op = s.ops[rt.op]
+	}
+	s.reqSeq++
+	reqID := fmt.Sprintf("F4KE:%04X:%06X", s.reqSeq>>16, s.reqSeq)
+	res, fault, identity := s.process(c, kind)
+	s.counts[kind]++
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json; charset=utf-8")
+	hdr.Set("X-GitHub-Request-Id", reqID)
+	hdr.Set("X-GitHub-Api-Version-Selected", "2022-11-28")
+	s.rateHeaders(hdr, identity, c.now, res)
+	for k, v := range res.header {
+		hdr.Set(k, v)
+	}
+	var out []byte
+	if res.body != nil {
+		out, _ = json.Marshal(res.body)
+	}
+	rec := Request{
+		Time: c.now, Kind: kind, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+		Body: body, Status: res.status, Response: out, Fault: fault,
+	}
+	if c.tok != nil {
+		rec.InstallationID = c.tok.installationID
+	}
+	s.requests = append(s.requests, rec)
+	for _, v := range c.viols {
+		s.reportViolation(Violation{Method: r.Method, Path: r.URL.RequestURI(), Kind: kind, Status: res.status, Message: v})
+	}
+	s.mu.Unlock()
+
+	for k, vs := range hdr {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(res.status)
+	if out != nil {
+		_, _ = w.Write(out)
+	}
+}
+
+// process runs the pipeline for one request with s.mu held: authentication,
+// repository access, query and body validation, rate limits and faults, then
+// the handler. It returns the response, the fault applied ("" for none) and
+// the rate-limit identity.
+func (s *Server) process(c *call, kind Kind) (res response, fault, identity string) {
+	r := c.r
+	identity = "anonymous"
+	if c.rt == nil {
+		c.violatef("unexpected request %s %s: the fake does not serve it (GitHub answers 404 for an unknown route; add the route to githubtest if gitlease needs it)", r.Method, r.URL.Path)
+		return response{status: http.StatusNotFound, body: errorBody(http.StatusNotFound, "Not Found", docsREST)}, "", identity
+	}
+	// Authentication.
+	switch c.rt.auth {
+	case authJWT:
+		a, msg := s.verifyJWT(r.Header.Get("Authorization"), c.now)
+		if msg != "" {
+			c.violatef("App JWT rejected: %s", msg)
+			return c.fail(http.StatusUnauthorized, msg), "", identity
+		}
+		c.app = a
+		identity = "app:" + strconv.FormatInt(a.id, 10)
+	case authInstallation:
+		tok, res, ok := s.authToken(c)
+		if !ok {
+			return res, "", identity
+		}
+		c.tok = tok
+		identity = "installation:" + strconv.FormatInt(tok.installationID, 10)
+		if res, ok := s.resolveRepo(c); !ok {
+			return res, "", identity
+		}
+	}
+	// Query and body validation against GitHub's OpenAPI description.
+	if probs := validateQuery(c.op, r.URL.Query()); len(probs) > 0 {
+		c.violatef("query rejected by GitHub's schema: %s", strings.Join(probs, " "))
+		return c.invalid(probs...), "", identity
+	}
+	if c.op.Body != nil {
+		if len(bytes.TrimSpace(c.body)) == 0 {
+			if len(c.op.Body.Required) > 0 {
+				c.violatef("empty body, GitHub requires %v", c.op.Body.Required)
+				return c.invalid(fmt.Sprintf("%q wasn't supplied.", c.op.Body.Required[0])), "", identity
+			}
+			c.json = map[string]any{}
+		} else {
+			v, err := decodeJSON(c.body)
+			if err == nil && v == nil { // "null", as go-github sends for no options
+				v = map[string]any{}
+			}
+			if err != nil {
+				c.violatef("body is not JSON: %v", err)
+				return c.fail(http.StatusBadRequest, "Problems parsing JSON"), "", identity
+			}
+			obj, ok := v.(map[string]any)
+			if !ok {
+				c.violatef("body is not a JSON object")
+				return c.fail(http.StatusBadRequest, "Body should be a JSON object"), "", identity
+			}
+			if probs := validate(c.op.Body, obj); len(probs) > 0 {
+				c.violatef("body rejected by GitHub's schema: %s", strings.Join(probs, " "))
+				return c.invalid(probs...), "", identity
+			}
+			c.json = obj
+		}
+	}
+	// Rate limits and injected faults, before any effect.
+	if res, ok := s.chargeRate(c, identity); !ok {
+		return res, "primary_rate_limit", identity
+	}
+	f := s.faults.take(kind)
+	if f != nil && f.kind != faultLost {
+		return s.faultResponse(c, f), f.name(), identity
+	}
+	res = c.rt.handle(c)
+	if f != nil { // applied, then the response is lost
+		return s.faultResponse(c, f), f.name(), identity
+	}
+	return res, "", identity
+}
+
+// reportViolation records v and fails the test unless the server is lenient.
+func (s *Server) reportViolation(v Violation) {
+	s.violations = append(s.violations, v)
+	if !s.cfg.lenient {
+		s.tb.Errorf("githubtest: GitHub would reject %s %s with %d: %s", v.Method, v.Path, v.Status, v.Message)
+	}
+}
+
+// ---- rate limits ----
+
+type rateBucket struct {
+	reset time.Time
+	used  int
+}
+
+func (s *Server) bucket(identity string, now time.Time) *rateBucket {
+	b := s.rate[identity]
+	if b == nil || !now.Before(b.reset) {
+		b = &rateBucket{reset: now.Add(s.cfg.rateWindow).Truncate(time.Second)}
+		s.rate[identity] = b
+	}
+	return b
+}
+
+// chargeRate counts the request against its identity's primary limit and
+// refuses it (403, remaining 0) when the limit, or an injected primary
+// limit, is exhausted.
+func (s *Server) chargeRate(c *call, identity string) (response, bool) {
+	b := s.bucket(identity, c.now)
+	if c.tok != nil && s.faults.primaryActive(c.now) {
+		s.faults.primary.n--
+		return s.primaryResponse(c, s.faults.primary.reset), false
+	}
+	if b.used >= s.cfg.rateLimit {
+		return s.primaryResponse(c, b.reset), false
+	}
+	b.used++
+	return response{}, true
+}
+
+func (s *Server) primaryResponse(c *call, reset time.Time) response {
+	msg := "API rate limit exceeded"
+	if c.tok != nil {
+		msg = fmt.Sprintf("API rate limit exceeded for installation ID %d.", c.tok.installationID)
+	}
+	return response{
+		status: http.StatusForbidden,
+		body:   errorBody(http.StatusForbidden, msg, "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-rate-limits"),
+		header: map[string]string{
+			"X-RateLimit-Remaining": "0",
+			"X-RateLimit-Reset":     strconv.FormatInt(reset.Unix(), 10),
+		},
+	}
+}
+
+// rateHeaders sets the x-ratelimit-* headers GitHub sends on every response.
+func (s *Server) rateHeaders(h http.Header, identity string, now time.Time, res response) {
+	b := s.bucket(identity, now)
+	remaining := s.cfg.rateLimit - b.used
+	if remaining < 0 {
+		remaining = 0
+	}
+	h.Set("X-RateLimit-Limit", strconv.Itoa(s.cfg.rateLimit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(b.reset.Unix(), 10))
+	h.Set("X-RateLimit-Used", strconv.Itoa(b.used))
+	h.Set("X-RateLimit-Resource", "core")
+}
+
+// ---- helpers ----
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func (s *Server) apiURL(format string, args ...any) string {
+	return s.srv.URL + "/" + strings.TrimPrefix(fmt.Sprintf(format, args...), "/")
+}
+
+func (s *Server) htmlURL(format string, args ...any) string {
+	return s.cfg.htmlURL + "/" + strings.TrimPrefix(fmt.Sprintf(format, args...), "/")
+}
+
+func (s *Server) newID() int64 {
+	s.nextID++
+	return s.nextID
+}
+
+const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	for i := range b {
+		b[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(b)
+}
+
+func nodeID(prefix string, id int64) string {
+	return prefix + "_kgDO" + strconv.FormatInt(id, 36)
+}
+
+// str returns the string field k of a decoded body ("" when absent).
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}
+
+// has reports whether the decoded body has field k (even null).
+func has(m map[string]any, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// intField returns the integer field k of a decoded body.
+func intField(m map[string]any, k string) (int64, bool) {
+	n, ok := m[k].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	v, err := n.Int64()
+	return v, err == nil
+}
+
+// page applies GitHub's per_page/page pagination to n items, returning the
+// slice bounds and a Link header value ("" when everything fits).
+func (c *call) page(n int) (lo, hi int, link string) {
+	q := c.r.URL.Query()
+	per := 30
+	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
+		per = min(v, 100)
+	}
+	pg := 1
+	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
+		pg = v
+	}
+	lo = min((pg-1)*per, n)
+	hi = min(lo+per, n)
+	last := max(1, (n+per-1)/per)
+	var links []string
+	mk := func(p int, rel string) {
+		q2 := c.r.URL.Query()
+		q2.Set("page", strconv.Itoa(p))
+		q2.Set("per_page", strconv.Itoa(per))
+		links = append(links, fmt.Sprintf("<%s%s?%s>; rel=%q", c.s.srv.URL, c.r.URL.Path, q2.Encode(), rel))
+	}
+	if pg < last {
+		mk(pg+1, "next")
+		mk(last, "last")
+	}
+	if pg > 1 {
+		mk(1, "first")
+		mk(pg-1, "prev")
+	}
+	return lo, hi, strings.Join(links, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
