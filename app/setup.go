@@ -297,13 +297,14 @@ type setupPage struct {
 	Message string // error pages
 
 	// GET /setup
-	PublicURL     string
-	Derived       bool // PublicURL came from the request, not configuration
-	PlainHTTP     bool
-	AppConfigured bool
-	Action        string // where the form posts
-	Manifest      string // the manifest JSON
-	Org, Name     string
+	PublicURL      string
+	Derived        bool // PublicURL came from the request, not configuration
+	PlainHTTP      bool
+	AppConfigured  bool
+	Action         string // where the form posts
+	Manifest       string // the manifest JSON, on one line, for the form
+	ManifestPretty string // the same, indented, for people
+	Org, Name      string
 
 	// GET /setup/callback
 	App           appCredentials
@@ -363,15 +364,16 @@ func (s *Setup) start(c echo.Context) error {
 	var pretty bytes.Buffer
 	_ = json.Indent(&pretty, manifest, "", "  ") // manifest is valid JSON
 	return s.render(c, http.StatusOK, "start", setupPage{
-		Title:         "Register gitlease as a GitHub App",
-		PublicURL:     base,
-		Derived:       derived,
-		PlainHTTP:     strings.HasPrefix(base, "http://"),
-		AppConfigured: s.cfg.AppConfigured,
-		Action:        action,
-		Manifest:      pretty.String(),
-		Org:           org,
-		Name:          name,
+		Title:          "Register gitlease as a GitHub App",
+		PublicURL:      base,
+		Derived:        derived,
+		PlainHTTP:      strings.HasPrefix(base, "http://"),
+		AppConfigured:  s.cfg.AppConfigured,
+		Action:         action,
+		Manifest:       string(manifest),
+		ManifestPretty: pretty.String(),
+		Org:            org,
+		Name:           name,
 	})
 }
 
@@ -382,7 +384,8 @@ func (s *Setup) callback(c echo.Context) error {
 	if !s.stateValid(state) {
 		return s.fail(c, http.StatusBadRequest, "Unknown or expired setup state",
 			"This callback does not belong to a registration started from this server's /setup page within the last hour, "+
-				"or its credentials were already shown. Start again at /setup.")
+				"or its credentials were already shown. Start again at /setup. If gitlease runs on several machines, the "+
+				"callback may have reached another one than the page: run the setup with a single machine.")
 	}
 	if !manifestCode.MatchString(code) {
 		return s.fail(c, http.StatusBadRequest, "Missing or malformed code",
@@ -601,7 +604,7 @@ behind HTTPS for anything but a local experiment.</p>{{end}}
 <p><button type="submit">Update</button></p>
 </form>
 <h2>The manifest</h2>
-<pre id="manifest">{{.Manifest}}</pre>
+<pre id="manifest">{{.ManifestPretty}}</pre>
 {{template "foot" .}}{{end}}
 
 {{define "done"}}{{template "head" .}}
@@ -611,7 +614,7 @@ reloading this page will not show it either. Store the values below before you l
 <dt>App ID</dt><dd id="app-id">{{.App.ID}}</dd>
 <dt>Slug</dt><dd id="app-slug">{{.App.Slug}}</dd>
 {{if .App.Owner}}<dt>Owner</dt><dd>{{.App.Owner}}</dd>{{end}}
-{{if .App.HTMLURL}}<dt>Settings</dt><dd><a href="{{.App.HTMLURL}}">{{.App.HTMLURL}}</a></dd>{{end}}
+{{if .App.HTMLURL}}<dt>App page</dt><dd><a href="{{.App.HTMLURL}}">{{.App.HTMLURL}}</a></dd>{{end}}
 <dt>Webhook secret</dt><dd><code id="webhook-secret">{{if .HasWebhookKey}}{{.App.WebhookSecret}}{{else}}(none: set one in the App's settings){{end}}</code></dd>
 </dl>
 <h2>Private key</h2>

@@ -43,6 +43,9 @@ type config struct {
 	WorkerSlots    int
 	WorkerExec     string
 	Migrate        bool
+	PublicURL      string
+	// DeliveryRetention is how long webhook delivery records are kept.
+	DeliveryRetention time.Duration
 }
 
 // setting is one configurable value: its env var, its flag and its help.
@@ -67,6 +70,8 @@ var settings = []setting{
 	{env: "GITLEASE_WORKER_SLOTS", flag: "worker-slots", def: "5", help: "built-in worker slots (0 disables it; 1..5)"},
 	{env: "GITLEASE_WORKER_EXEC", flag: "worker-exec", help: "shell command (sh -c) the built-in worker runs per leased item"},
 	{env: "GITLEASE_MIGRATE", flag: "migrate", def: "true", help: "apply migrations at start"},
+	{env: "GITLEASE_DELIVERY_RETENTION", flag: "delivery-retention", def: "720h", help: "how long webhook delivery records are kept (Go duration)"},
+	{env: "GITLEASE_PUBLIC_URL", flag: "public-url", help: "the server's public base URL, for the GitHub App manifest at /setup (default: from each request's Host)"},
 }
 
 // loadConfig reads the settings from env, then flags (serve only). want
@@ -148,6 +153,14 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	c.WorkerExec = *values["GITLEASE_WORKER_EXEC"]
 	if c.Migrate, err = strconv.ParseBool(get("GITLEASE_MIGRATE")); err != nil {
 		return c, &configError{Setting: "GITLEASE_MIGRATE", Problem: fmt.Sprintf("%q is not true or false", get("GITLEASE_MIGRATE"))}
+	}
+	if c.DeliveryRetention, err = time.ParseDuration(get("GITLEASE_DELIVERY_RETENTION")); err != nil || c.DeliveryRetention <= 0 {
+		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%q is not a positive Go duration", get("GITLEASE_DELIVERY_RETENTION"))}
+	}
+	if v := get("GITLEASE_PUBLIC_URL"); v != "" {
+		if c.PublicURL, err = app.ParsePublicURL(v); err != nil {
+			return c, &configError{Setting: "GITLEASE_PUBLIC_URL", Problem: err.Error()}
+		}
 	}
 	return c, nil
 }

@@ -30,6 +30,9 @@ Commands:
   migrate   apply database migrations and exit
   dev       run locally on an embedded PostgreSQL under .gitlease/
   plugin    speak the queue protocol over stdio against DATABASE_URL
+  worker    a remote worker: lease over /rpc and run --exec per item (--url, --token)
+  deliver   sign a payload file and POST it as a GitHub delivery (--event E FILE)
+  manifest  print the GitHub App manifest as JSON (--url https://your.host)
   version   print the version
 
 Run 'gitlease <command> --help' for a command's flags.
@@ -62,8 +65,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runMigrate(ctx, rest, stderr, logger)
 	case "plugin":
 		err = runPlugin(ctx, rest, stdin, stdout, stderr, logger)
+	case "worker":
+		err = runWorker(ctx, rest, stderr, logger)
 	case "dev":
 		err = runDev(ctx, rest, stdout, stderr, logger)
+	case "deliver":
+		err = runDeliver(ctx, rest, stdout, stderr)
+	case "manifest":
+		err = runManifest(rest, stdout, stderr)
 	case "help", "--help", "-h":
 		fmt.Fprint(stdout, usage)
 	default:

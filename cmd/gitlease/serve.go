@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
 
+	"github.com/gitlease/gitlease"
 	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/queue/rpc"
+	"github.com/gitlease/gitlease/webhook"
 )
 
 func rpcManifest() rpc.Manifest { return rpc.NewManifest(version) }
@@ -61,7 +64,7 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer, logger *sl
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer, logger *slog.Logger) error {
-	cfg, err := loadConfig("serve", args, true, stderr, "DATABASE_URL")
+	cfg, err := loadConfig("serve", args, true, stderr, "DATABASE_URL", "GITHUB_WEBHOOK_SECRET")
 	if err != nil {
 		return err
 	}
@@ -83,9 +86,38 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		}
 		logger.Info("migrations applied", "count", n)
 	}
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL})
+	gh, err := githubFromConfig(cfg, logger)
+	if err != nil {
+		return err
+	}
+	outbox := app.NewOutbox(nil, logger)
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox})
+	if gh != nil {
+		// The sender outlives the HTTP drain and the lease release: it stops last.
+		sender := app.NewSender(pool, gh, app.SenderConfig{}, logger)
+		if err := sender.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		defer sender.Stop()
+	}
 	handler := rpc.NewHandler(store, version, logger)
 	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken}, pool, handler, logger)
+	setup, err := app.NewSetup(app.SetupConfig{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
+		APIURL: cfg.APIURL, AppConfigured: cfg.AppID != 0}, logger)
+	if err != nil {
+		return err
+	}
+	setup.Register(srv.Echo())
+	intake, err := newIntake(ctx, cfg, store, gh, logger)
+	if err != nil {
+		return err
+	}
+	srv.Echo().POST("/webhook", echo.WrapHandler(intake))
+	pruner := webhook.NewPruner(pool, logger, webhook.PrunerConfig{Retention: cfg.DeliveryRetention})
+	if err := pruner.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer pruner.Stop()
 	if cfg.RPCToken == "" {
 		logger.Warn("GITLEASE_RPC_TOKEN is not set: /rpc is disabled")
 	}
@@ -101,18 +133,64 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	// The built-in worker starts once the server listens; defer covers an
+	// early return, the shutdown below stops it in order.
+	builtin, err := startBuiltinWorker(ctx, cfg, store, pool, gh, logger)
+	if err != nil {
+		httpSrv.Close()
+		return err
+	}
+	defer builtin.stop()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
+	// Stop leasing first: running commands' grace period runs while the
+	// HTTP server drains.
+	builtin.stopLeasing()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("drain http server: %w", err)
 	}
+	// Then wait for the commands and release the leases of the unfinished
+	// ones; the outbox sender (deferred above) stops after this.
+	builtin.stop()
 	return nil
+}
+
+// newIntake builds the POST /webhook handler. Without GitHub App
+// credentials (gh nil) a comment command on a pull request cannot look the
+// pull request up and is ignored.
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Installations, logger *slog.Logger) (*webhook.Handler, error) {
+	secrets := make([]string, len(cfg.WebhookSecrets))
+	for i, s := range cfg.WebhookSecrets {
+		secrets[i] = string(s)
+	}
+	verifier, err := webhook.NewVerifier(secrets...)
+	if err != nil {
+		return nil, &configError{Setting: "GITHUB_WEBHOOK_SECRET", Problem: "required: " + err.Error()}
+	}
+	var prs webhook.PullRequestGetter // a nil *app.Installations must stay a nil interface
+	botLogin := ""
+	if cfg.AppSlug != "" {
+		botLogin = cfg.AppSlug + "[bot]"
+	}
+	if gh != nil {
+		prs = gh
+		slugCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if botLogin, err = gh.BotLogin(slugCtx); err != nil {
+			logger.Warn("cannot tell the App's own events apart until GITHUB_APP_SLUG is set", "err", err)
+		}
+	}
+	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix, BotLogin: botLogin})
+	if err != nil {
+		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
+	}
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{}), nil
 }
 
 func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {

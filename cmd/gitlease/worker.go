@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gitlease/gitlease/app"
+	"github.com/gitlease/gitlease/queue"
+)
+
+// builtinWorker is serve's built-in worker with its lease recovery
+// sweeper. With the worker disabled (GITLEASE_WORKER_SLOTS=0) both are nil
+// and its methods do nothing.
+type builtinWorker struct {
+	worker  *app.Worker
+	sweeper *app.Sweeper
+}
+
+// startBuiltinWorker starts the built-in worker and the sweeper as
+// gitlease-serve/<instance>, unless cfg disables the worker. They run on a
+// context serve's signal does not cancel: serve stops them itself, in its
+// shutdown order (stopLeasing, then stop).
+func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, pool *pgxpool.Pool, gh *app.Installations, logger *slog.Logger) (*builtinWorker, error) {
+	if cfg.WorkerSlots == 0 {
+		logger.Info("built-in worker disabled (GITLEASE_WORKER_SLOTS=0)")
+		return &builtinWorker{}, nil
+	}
+	if cfg.WorkerExec == "" {
+		logger.Info("GITLEASE_WORKER_EXEC is not set: the built-in worker completes each item once it is provisioned")
+	}
+	w, err := app.NewWorker(store, pool, gh, app.WorkerConfig{
+		Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: app.BuiltinOwnerPrefix + app.NewInstanceID(),
+	}, logger)
+	if err != nil {
+		return nil, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: err.Error()}
+	}
+	bg := context.WithoutCancel(ctx)
+	if err := w.Start(bg); err != nil {
+		return nil, fmt.Errorf("start built-in worker: %w", err)
+	}
+	sw := app.NewSweeper(store, w, app.SweeperConfig{}, logger)
+	if err := sw.Start(bg); err != nil {
+		w.Stop()
+		return nil, fmt.Errorf("start lease recovery sweeper: %w", err)
+	}
+	return &builtinWorker{worker: w, sweeper: sw}, nil
+}
+
+// stopLeasing stops recovering and leasing new work; running commands get
+// their grace period from now on.
+func (b *builtinWorker) stopLeasing() {
+	if b.sweeper != nil {
+		b.sweeper.Stop()
+	}
+	if b.worker != nil {
+		b.worker.StopLeasing()
+	}
+}
+
+// stop waits for running commands (up to the grace period) and releases
+// the items of the others to pending. It is safe to call more than once.
+func (b *builtinWorker) stop() {
+	b.stopLeasing()
+	if b.worker != nil {
+		b.worker.Stop()
+	}
+}
+
+const workerUsage = `Usage: gitlease worker --url URL --exec CMD [--token TOKEN] [--slots N] [--owner ID]
+
+A remote worker: leases items from a gitlease server over /rpc and runs CMD
+(sh -c) for each, like serve's built-in worker. The item is in the command's
+environment (GITLEASE_ENTRY_ID, GITLEASE_HEAD_REF, ...). GITHUB_TOKEN is passed
+on from this process's environment if set: a remote worker gets no
+installation token. On SIGTERM or SIGINT it stops leasing, lets running
+commands finish for --grace, then stops them and releases their items.
+
+Flags:
+`
+
+// runWorker is `gitlease worker`.
+func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("gitlease worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, workerUsage)
+		fs.PrintDefaults()
+	}
+	serverURL := fs.String("url", os.Getenv("GITLEASE_URL"), "the gitlease server's base URL (or its /rpc URL) (env GITLEASE_URL)")
+	token := fs.String("token", "", "bearer token for /rpc (default: env GITLEASE_RPC_TOKEN, which keeps it out of the process list)")
+	execCmd := fs.String("exec", "", "shell command (sh -c) run per leased item (required)")
+	slots := fs.Int("slots", 1, "items run at once, 1..5")
+	owner := fs.String("owner", "", "lease owner ID (default gitlease-worker/<host>-<random>)")
+	poll := fs.Duration("poll", 5*time.Second, "how often to ask for work")
+	grace := fs.Duration("grace", 25*time.Second, "how long running commands may finish after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return &configError{Setting: "flags", Problem: err.Error()}
+	}
+	if *token == "" {
+		*token = os.Getenv("GITLEASE_RPC_TOKEN")
+	}
+	switch {
+	case strings.TrimSpace(*serverURL) == "":
+		return &configError{Setting: "--url", Problem: "required (the gitlease server's URL)"}
+	case *token == "":
+		return &configError{Setting: "--token", Problem: "required (or set GITLEASE_RPC_TOKEN)"}
+	case strings.TrimSpace(*execCmd) == "":
+		return &configError{Setting: "--exec", Problem: "required (the command to run per item)"}
+	case *slots < 1 || *slots > app.MaxWorkerSlots:
+		return &configError{Setting: "--slots", Problem: fmt.Sprintf("%d is not a number from 1 to %d", *slots, app.MaxWorkerSlots)}
+	case *poll <= 0 || *grace <= 0:
+		return &configError{Setting: "--poll/--grace", Problem: "must be positive durations"}
+	}
+	if *owner == "" {
+		*owner = "gitlease-worker/" + app.NewInstanceID()
+	}
+	client, err := app.NewRPCClient(*serverURL, *token, &http.Client{Timeout: time.Minute})
+	if err != nil {
+		return &configError{Setting: "--url", Problem: err.Error()}
+	}
+	// Fail now, with a clear line, on a wrong URL or token.
+	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = client.Call(checkCtx, "queue/stats", nil, nil)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reach the gitlease server at %s: %w", *serverURL, err)
+	}
+	w, err := app.NewRemoteWorker(client, app.WorkerConfig{
+		Slots: *slots, Exec: *execCmd, OwnerID: *owner, Poll: *poll, Grace: *grace,
+	}, logger)
+	if err != nil {
+		return &configError{Setting: "--owner", Problem: err.Error()}
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down: no new work; running commands have their grace period", "grace", *grace)
+	w.Stop()
+	return nil
+}
