@@ -146,7 +146,8 @@ func (pe *preparedEnqueue) schedule(runAt string, expireAfterSecs *uint64, stric
 // has a live generation and *ReservationCollisionError when another live item
 // holds the same repository and head ref. A rejected call changes nothing and
 // binds no key.
-func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error) {
+func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, err error) {
+	defer s.timed("enqueue", time.Now(), &err)
 	pe, err := prepareEnqueue(p)
 	if err != nil {
 		return EnqueueResult{}, err
@@ -163,7 +164,8 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, er
 // record its own rows in the same commit. A lost race is retried under a
 // savepoint, so the caller's transaction stays usable after any error this
 // returns other than a database failure.
-func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (EnqueueResult, error) {
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ EnqueueResult, err error) {
+	defer s.timed("enqueue", time.Now(), &err)
 	pe, err := prepareEnqueue(p)
 	if err != nil {
 		return EnqueueResult{}, err

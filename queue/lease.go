@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -72,13 +73,14 @@ func maxInt(a, b int) int {
 // left pending. Held, deferred and assigned items are never candidates:
 // an expired lease comes back only through Recover. It returns *InvalidError
 // for a malformed request.
-func (s *Store) Lease(ctx context.Context, p LeaseParams) (LeaseResult, error) {
+func (s *Store) Lease(ctx context.Context, p LeaseParams) (_ LeaseResult, err error) {
+	defer s.timed("lease", time.Now(), &err)
 	if err := p.validate(); err != nil {
 		return LeaseResult{}, err
 	}
 	owner := strings.TrimSpace(p.OwnerID)
 	var res LeaseResult
-	err := s.retryOnConflict(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = s.retryOnConflict(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		res = LeaseResult{Leased: []FencedEntry{}}
 		now := s.now()
 		if err := s.sweep(ctx, tx, now); err != nil {

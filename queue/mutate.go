@@ -110,7 +110,8 @@ func argsOf(f Fence) (a fenceArgs, ok bool) {
 // generation. A lease that has expired is not renewed (outcome stale_fence):
 // it needs Recover. Fence problems are outcomes, not errors; it returns
 // *InvalidError for a malformed request.
-func (s *Store) Renew(ctx context.Context, p RenewParams) (MutationResult, error) {
+func (s *Store) Renew(ctx context.Context, p RenewParams) (_ MutationResult, err error) {
+	defer s.timed("renew", time.Now(), &err)
 	if err := p.Execution.Validate(true); err != nil {
 		return MutationResult{}, err
 	}
@@ -151,7 +152,8 @@ func (s *Store) Renew(ctx context.Context, p RenewParams) (MutationResult, error
 // so the old owner's fence is stale from then on. A live lease is left alone
 // (outcome lease_still_live, with its current fence). It returns *InvalidError
 // for a malformed request or a new owner equal to the old one.
-func (s *Store) Recover(ctx context.Context, p RecoverParams) (MutationResult, error) {
+func (s *Store) Recover(ctx context.Context, p RecoverParams) (_ MutationResult, err error) {
+	defer s.timed("recover", time.Now(), &err)
 	if err := p.Execution.Validate(true); err != nil {
 		return MutationResult{}, err
 	}
@@ -177,7 +179,8 @@ func (s *Store) Recover(ctx context.Context, p RecoverParams) (MutationResult, e
 // the expiry: an expired lease nobody recovered may still finish. Repeating a
 // completion with the same fence answers already_applied and the first
 // outcome stands. It returns *InvalidError for a malformed request.
-func (s *Store) Complete(ctx context.Context, p CompleteParams) (MutationResult, error) {
+func (s *Store) Complete(ctx context.Context, p CompleteParams) (_ MutationResult, err error) {
+	defer s.timed("complete", time.Now(), &err)
 	if err := p.Execution.Validate(true); err != nil {
 		return MutationResult{}, err
 	}
@@ -205,7 +208,8 @@ func (s *Store) Complete(ctx context.Context, p CompleteParams) (MutationResult,
 // workflow one lease generation up. The reason goes into the item's audit
 // log. A retry after success answers already_applied. It returns
 // *InvalidError for a malformed request.
-func (s *Store) ReleasePending(ctx context.Context, p ReleasePendingParams) (MutationResult, error) {
+func (s *Store) ReleasePending(ctx context.Context, p ReleasePendingParams) (_ MutationResult, err error) {
+	defer s.timed("release_pending", time.Now(), &err)
 	if err := p.Execution.Validate(true); err != nil {
 		return MutationResult{}, err
 	}

@@ -35,6 +35,9 @@ type Config struct {
 	NewID func() uuid.UUID
 	// Observer is told of every change inside its transaction; none when nil.
 	Observer Observer
+	// OnOp, if set, is told how long each enqueue, lease and fenced mutation
+	// took and whether it failed (for metrics).
+	OnOp func(op string, d time.Duration, err error)
 }
 
 // Observer is told about queue changes inside the transaction that makes
@@ -77,6 +80,9 @@ func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
+	}
+	if cfg.OnOp == nil {
+		cfg.OnOp = func(string, time.Duration, error) {}
 	}
 	return &Store{pool: pool, q: dbq.New(), cfg: cfg}
 }
@@ -165,4 +171,10 @@ func (s *Store) audit(ctx context.Context, tx dbq.DBTX, id uuid.UUID, at time.Ti
 		return fmt.Errorf("record audit of %s: %w", method, err)
 	}
 	return nil
+}
+
+// timed reports one operation to Config.OnOp; use as
+// defer s.timed("lease", time.Now(), &err).
+func (s *Store) timed(op string, start time.Time, err *error) {
+	s.cfg.OnOp(op, time.Since(start), *err)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
@@ -12,7 +13,7 @@ import (
 // githubFromConfig builds the App's client factory, or returns nil when no
 // GitHub App credentials are configured: then GitHub writes wait in the
 // outbox, visible and not lost, until they are.
-func githubFromConfig(cfg config, logger *slog.Logger) (*app.Installations, error) {
+func githubFromConfig(cfg config, transport http.RoundTripper, logger *slog.Logger) (*app.Installations, error) {
 	key := []byte(strings.ReplaceAll(string(cfg.PrivateKey), `\n`, "\n")) // PEM pasted into one env line
 	if cfg.PrivateKeyFile != "" {
 		b, err := os.ReadFile(cfg.PrivateKeyFile)
@@ -30,7 +31,7 @@ func githubFromConfig(cfg config, logger *slog.Logger) (*app.Installations, erro
 	case len(key) == 0:
 		return nil, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: "required with GITHUB_APP_ID (or set GITHUB_PRIVATE_KEY_FILE)"}
 	}
-	gh, err := app.NewInstallations(app.GitHubConfig{AppID: cfg.AppID, PrivateKey: key, APIURL: cfg.APIURL, Slug: cfg.AppSlug})
+	gh, err := app.NewInstallations(app.GitHubConfig{AppID: cfg.AppID, PrivateKey: key, APIURL: cfg.APIURL, Slug: cfg.AppSlug, Transport: transport})
 	if err != nil {
 		return nil, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: err.Error()}
 	}

@@ -86,12 +86,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		}
 		logger.Info("migrations applied", "count", n)
 	}
-	gh, err := githubFromConfig(cfg, logger)
+	metrics := app.NewMetrics(pool)
+	gh, err := githubFromConfig(cfg, metrics.Transport(nil), logger)
 	if err != nil {
 		return err
 	}
 	outbox := app.NewOutbox(nil, logger)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
 		sender := app.NewSender(pool, gh, app.SenderConfig{}, logger)
@@ -102,13 +103,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	}
 	handler := rpc.NewHandler(store, version, logger)
 	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken}, pool, handler, logger)
+	metrics.Register(srv.Echo())
 	setup, err := app.NewSetup(app.SetupConfig{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
 		APIURL: cfg.APIURL, AppConfigured: cfg.AppID != 0}, logger)
 	if err != nil {
 		return err
 	}
 	setup.Register(srv.Echo())
-	intake, err := newIntake(ctx, cfg, store, gh, logger)
+	intake, err := newIntake(ctx, cfg, store, gh, metrics.Delivery, logger)
 	if err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Installations, logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Installations, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -190,7 +192,7 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Inst
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
-	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{}), nil
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer}), nil
 }
 
 func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {

@@ -38,9 +38,13 @@ func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, poo
 	if cfg.WorkerExec == "" {
 		logger.Info("GITLEASE_WORKER_EXEC is not set: the built-in worker completes each item once it is provisioned")
 	}
-	w, err := app.NewWorker(store, pool, gh, app.WorkerConfig{
-		Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: app.BuiltinOwnerPrefix + app.NewInstanceID(),
-	}, logger)
+	wcfg := app.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: app.BuiltinOwnerPrefix + app.NewInstanceID()}
+	if gh == nil {
+		// Without credentials no branch is created (its outbox row waits),
+		// so waiting minutes for one would only hold the slot.
+		wcfg.ProvisionWait = time.Second
+	}
+	w, err := app.NewWorker(store, pool, gh, wcfg, logger)
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: err.Error()}
 	}
@@ -148,7 +152,7 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 		return err
 	}
 	<-ctx.Done()
-	logger.Info("shutting down: no new work; running commands have their grace period", "grace", *grace)
+	logger.Info("shutting down: no new work; running commands have their grace period", "grace", grace.String())
 	w.Stop()
 	return nil
 }

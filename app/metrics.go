@@ -1,0 +1,160 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gitlease/gitlease/db/dbq"
+)
+
+// Metrics are gitlease's Prometheus metrics, on a registry of their own (no
+// global state). See docs/metrics.md.
+type Metrics struct {
+	reg        *prometheus.Registry
+	deliveries *prometheus.CounterVec
+	queueOps   *prometheus.HistogramVec
+	github     *prometheus.CounterVec
+	httpReqs   *prometheus.HistogramVec
+}
+
+// NewMetrics registers gitlease's metrics, plus Go and process metrics, and
+// collectors that read queue depth and outbox backlog from pool at scrape.
+func NewMetrics(pool *pgxpool.Pool) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitlease_webhook_deliveries_total",
+			Help: "Webhook deliveries answered, by outcome (enqueued, replay, subject_collision, reservation_collision, cancelled, ignored, idempotency_conflict, rejected, unavailable).",
+		}, []string{"outcome"}),
+		queueOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gitlease_queue_operation_duration_seconds",
+			Help:    "Duration of queue operations (enqueue, lease, renew, recover, complete, release_pending), by operation and result.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"operation", "result"}),
+		github: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitlease_github_requests_total",
+			Help: "GitHub API requests, by HTTP status code (\"error\" when no response came).",
+		}, []string{"code"}),
+		httpReqs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gitlease_http_request_duration_seconds",
+			Help:    "HTTP requests served, by route and status code.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "code"}),
+	}
+	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&dbCollector{pool: pool, q: dbq.New()})
+	return m
+}
+
+// Delivery counts one answered webhook delivery.
+func (m *Metrics) Delivery(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() }
+
+// QueueOp records one queue operation (for queue.Config.OnOp).
+func (m *Metrics) QueueOp(op string, d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.queueOps.WithLabelValues(op, result).Observe(d.Seconds())
+}
+
+// Transport counts every GitHub API call made through it.
+func (m *Metrics) Transport(next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		code := "error"
+		if err == nil {
+			code = strconv.Itoa(resp.StatusCode)
+		}
+		m.github.WithLabelValues(code).Inc()
+		return resp, err
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Middleware times every HTTP request by route.
+func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		code := c.Response().Status
+		if err != nil {
+			var he *echo.HTTPError
+			if errors.As(err, &he) {
+				code = he.Code
+			}
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.httpReqs.WithLabelValues(route, strconv.Itoa(code)).Observe(time.Since(start).Seconds())
+		return err
+	}
+}
+
+// Register serves GET /metrics and times every route.
+func (m *Metrics) Register(e *echo.Echo) {
+	e.Use(m.Middleware)
+	e.GET("/metrics", echo.WrapHandler(m.Handler()))
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// dbCollector reads queue depth and outbox backlog at scrape time.
+type dbCollector struct {
+	pool *pgxpool.Pool
+	q    *dbq.Queries
+}
+
+var (
+	queueDepthDesc = prometheus.NewDesc("gitlease_queue_items", "Live work items, by status (deferred: pending with run_at in the future).", []string{"status"}, nil)
+	outboxDesc     = prometheus.NewDesc("gitlease_outbox_rows", "GitHub outbox rows waiting to be sent (pending) or given up on (failed).", []string{"status"}, nil)
+	scrapeErrDesc  = prometheus.NewDesc("gitlease_metrics_database_up", "1 when the database answered the metrics scrape, else 0.", nil, nil)
+)
+
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- outboxDesc
+	ch <- scrapeErrDesc
+}
+
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := c.q.WorkItemStats(ctx, c.pool, time.Now())
+	if err == nil {
+		for status, n := range map[string]int64{"pending": st.Pending, "assigned": st.Assigned, "held": st.Held, "deferred": st.Deferred} {
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n), status)
+		}
+		var b dbq.OutboxBacklogRow
+		if b, err = c.q.OutboxBacklog(ctx, c.pool); err == nil {
+			ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(b.Pending), "pending")
+			ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(b.Failed), "failed")
+		}
+	}
+	up := 1.0
+	if err != nil {
+		up = 0
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, up)
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gitlease/gitlease/app"
+	"github.com/gitlease/gitlease/db/dbtest"
+	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/queue/rpc"
+)
+
+func enqueueTestIssue(t *testing.T, store *queue.Store, n int) string {
+	t.Helper()
+	res, err := store.Enqueue(context.Background(), queue.EnqueueParams{
+		Dispatch: queue.SubjectDispatch{
+			Subject:     &queue.SubjectRef{Kind: "github_issue", ID: fmt.Sprintf("1296269#%d", n), Title: "t"},
+			WorkflowRef: "coding", TriggerSource: "test",
+			RequestedAt: queue.Timestamp{Time: time.Now().UTC().Truncate(time.Second)},
+		},
+		Reservation: &queue.Reservation{Repository: "acme/widgets", BaseRef: "refs/heads/main",
+			HeadRef: fmt.Sprintf("refs/heads/gitlease/issue-%d", n)},
+	})
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	return res.EntryID
+}
+
+func waitItemStatus(t *testing.T, store *queue.Store, id, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		it, err := store.Get(context.Background(), id)
+		if err == nil && it.Status() == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("item %s: status %s (%v), want %s within %v", id, it.Status(), err, want, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startBinary runs the gitlease binary; the returned func sends SIGTERM
+// and returns its exit error.
+func startBinary(t *testing.T, bin string, env []string, args ...string) (stop func() error, stderr *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	stderr = &lockedBuffer{}
+	cmd.Stdout = stderr
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("gitlease %s output:\n%s", args[0], stderr.String())
+		}
+	})
+	return func() error {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			return err
+		case <-time.After(60 * time.Second):
+			return fmt.Errorf("gitlease %s did not exit within 60s of SIGTERM", args[0])
+		}
+	}, stderr
+}
+
+// TestWorkerCommand runs `gitlease worker` against a real /rpc endpoint: it
+// leases, runs --exec with the item's environment, completes over /rpc, and
+// exits 0 on SIGTERM.
+func TestWorkerCommand(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: 3 * time.Second})
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	t.Cleanup(srv.Close)
+	bin := buildGitlease(t)
+	dir := t.TempDir()
+	ok := enqueueTestIssue(t, store, 1)
+	bad := enqueueTestIssue(t, store, 2)
+
+	env := append(devTestEnv(), "GITLEASE_RPC_TOKEN=tok", "GITHUB_TOKEN=worker-own")
+	stop, _ := startBinary(t, bin, env, "worker", "--url", srv.URL, "--slots", "2", "--poll", "200ms",
+		"--exec", `env > '`+dir+`/env.'"$GITLEASE_ENTRY_ID"; sleep 4; test "$GITLEASE_ENTRY_ID" != '`+bad+`'`)
+	// The commands outlive the 3s TTL: renewals over /rpc keep them.
+	waitItemStatus(t, store, ok, queue.StatusCompleted, 30*time.Second)
+	waitItemStatus(t, store, bad, queue.StatusFailed, 30*time.Second)
+	b, err := os.ReadFile(filepath.Join(dir, "env."+ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	envText := string(b)
+	for _, want := range []string{"GITLEASE_ENTRY_ID=" + ok, "GITLEASE_QUALIFIED_ID=github_issue:1296269#1",
+		"GITLEASE_HEAD_REF=refs/heads/gitlease/issue-1", "GITHUB_TOKEN=worker-own"} {
+		if !strings.Contains(envText, want+"\n") {
+			t.Errorf("command env lacks %s", want)
+		}
+	}
+	if strings.Contains(envText, "GITLEASE_RPC_TOKEN") {
+		t.Error("the command sees the worker's RPC token")
+	}
+	if err := stop(); err != nil {
+		t.Errorf("gitlease worker on SIGTERM: %v, want exit 0", err)
+	}
+}
+
+func TestWorkerCommandRejectsABadToken(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	store := queue.NewStore(pool, queue.Config{})
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	t.Cleanup(srv.Close)
+	out, err := exec.Command(buildGitlease(t), "worker", "--url", srv.URL, "--token", "wrong", "--exec", "true").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "401") {
+		t.Errorf("worker with a wrong token: %v\n%s\nwant a failure naming HTTP 401", err, out)
+	}
+}
+
+// TestServeBuiltinWorkerShutdown runs `gitlease serve` with the built-in
+// worker: it runs an item, and on SIGTERM lets the running command finish
+// within the grace period, completes its item, and exits 0.
+func TestServeBuiltinWorkerShutdown(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := queue.NewStore(pool, queue.Config{})
+	bin := buildGitlease(t)
+	dir := t.TempDir()
+	first := enqueueTestIssue(t, store, 1)
+	env := append(devTestEnv(), "DATABASE_URL="+url, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec", "GITLEASE_WORKER_SLOTS=1",
+		"GITLEASE_WORKER_EXEC=touch '"+dir+"/started.'\"$GITLEASE_ENTRY_ID\"; sleep 2; echo finished")
+	stop, _ := startBinary(t, bin, env, "serve")
+	waitItemStatus(t, store, first, queue.StatusCompleted, 30*time.Second)
+
+	second := enqueueTestIssue(t, store, 2)
+	deadline := time.Now().Add(20 * time.Second)
+	for _, err := os.Stat(filepath.Join(dir, "started."+second)); err != nil; _, err = os.Stat(filepath.Join(dir, "started."+second)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the built-in worker did not start the second item")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("gitlease serve on SIGTERM: %v, want exit 0", err)
+	}
+	it, err := store.Get(context.Background(), second)
+	if err != nil || it.Status() != queue.StatusCompleted || !strings.Contains(it.Note(), "finished") {
+		t.Errorf("item running at SIGTERM: status %s, note %q (%v); want completed within the grace period", it.Status(), it.Note(), err)
+	}
+}

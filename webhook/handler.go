@@ -1,0 +1,542 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v66/github"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/queue"
+)
+
+// MaxBody is the largest delivery body accepted, 25 MiB (GitHub caps
+// payloads at 25 MB); a larger one is answered 413 without being read
+// further.
+const MaxBody = 25 << 20
+
+// Delivery headers.
+const (
+	EventHeader    = github.EventTypeHeader  // X-GitHub-Event
+	DeliveryHeader = github.DeliveryIDHeader // X-GitHub-Delivery
+)
+
+const (
+	// maxEventLen and maxDeliveryLen bound the header values stored; GitHub's
+	// are a short event name and a UUID. A delivery ID is also the queue's
+	// idempotency key, which is at most 256 characters.
+	maxEventLen    = 100
+	maxDeliveryLen = 256
+)
+
+// Outcome is what the intake did with a verified delivery (SPEC §6).
+type Outcome string
+
+// The outcomes. A redelivery answers OutcomeReplay or
+// OutcomeIdempotencyConflict and keeps the first arrival's stored outcome.
+const (
+	OutcomeEnqueued             Outcome = "enqueued"
+	OutcomeReplay               Outcome = "replay"
+	OutcomeSubjectCollision     Outcome = "subject_collision"
+	OutcomeReservationCollision Outcome = "reservation_collision"
+	OutcomeCancelled            Outcome = "cancelled"
+	OutcomeIgnored              Outcome = "ignored"
+	OutcomeIdempotencyConflict  Outcome = "idempotency_conflict"
+)
+
+// Status is the HTTP status an outcome is answered with.
+func (o Outcome) Status() int {
+	switch o {
+	case OutcomeEnqueued:
+		return http.StatusAccepted
+	case OutcomeIdempotencyConflict:
+		return http.StatusConflict
+	}
+	return http.StatusOK
+}
+
+// Response is the JSON body of every answer. Outcome and the item fields are
+// set for a verified delivery, Error for a rejected one.
+type Response struct {
+	DeliveryID  string  `json:"delivery_id,omitempty"`
+	Outcome     Outcome `json:"outcome,omitempty"`
+	EntryID     string  `json:"entry_id,omitempty"`
+	QualifiedID string  `json:"qualified_id,omitempty"`
+	Generation  *uint64 `json:"generation,omitempty"`
+	Reason      string  `json:"reason,omitempty"`
+	Error       string  `json:"error,omitempty"`
+}
+
+// Result is a verified delivery's answer together with what it was about,
+// as HandlerConfig.OnOutcome sees it.
+type Result struct {
+	Response
+	Event    string
+	Decision Decision
+	// status overrides Outcome.Status for a rolled-back delivery.
+	status int
+}
+
+// Status is the HTTP status the delivery is answered with.
+func (r Result) Status() int {
+	if r.status != 0 {
+		return r.status
+	}
+	return r.Outcome.Status()
+}
+
+// HandlerConfig configures a Handler. The zero value is usable.
+type HandlerConfig struct {
+	// Timeout bounds the recording transaction, pool acquisition included,
+	// so an unreachable database answers 503 instead of hanging. Default 2s.
+	Timeout time.Duration
+	// LookupTimeout bounds the GitHub call a comment command on a pull
+	// request makes. Default 5s.
+	LookupTimeout time.Duration
+	// Now stamps received_at; time.Now when nil.
+	Now func() time.Time
+	// OnOutcome, if set, runs inside the delivery's transaction once its
+	// outcome is known, before the commit, so feedback (check runs through
+	// the outbox) is written atomically with it. An error rolls everything
+	// back and answers 503.
+	OnOutcome func(ctx context.Context, tx pgx.Tx, r Result) error
+	// OnAnswer, if set, is called once per request after it was answered
+	// (for metrics) with the outcome, or "rejected" for a 4xx refusal,
+	// "unavailable" for a 503 and "error" for a 500.
+	OnAnswer func(outcome string)
+}
+
+// DefaultTimeout is HandlerConfig.Timeout's default.
+const DefaultTimeout = 2 * time.Second
+
+// Handler is the POST /webhook endpoint. It verifies a delivery, records it
+// and acts on it in one transaction, and answers only after the commit. It is
+// safe for concurrent use.
+type Handler struct {
+	store    *queue.Store
+	verifier *Verifier
+	mapper   *Mapper
+	q        *dbq.Queries
+	logger   *slog.Logger
+	cfg      HandlerConfig
+}
+
+// NewHandler returns the webhook endpoint over store, verifying with
+// verifier and deciding with mapper.
+func NewHandler(store *queue.Store, verifier *Verifier, mapper *Mapper, logger *slog.Logger, cfg HandlerConfig) *Handler {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.LookupTimeout <= 0 {
+		cfg.LookupTimeout = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{store: store, verifier: verifier, mapper: mapper, q: dbq.New(), logger: logger, cfg: cfg}
+}
+
+// ServeHTTP handles one delivery. Before anything is stored it answers 413
+// for a body over MaxBody, 400 for a missing X-GitHub-Event or
+// X-GitHub-Delivery, 401 for a missing or wrong signature and 400 for a body
+// that is not the event's JSON. A verified delivery is recorded and acted on
+// in one transaction and answered with its Outcome's status after the commit;
+// 503 when the database is unavailable, in which case nothing is stored.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.reject(w, h.logger, http.StatusMethodNotAllowed, "", "webhook deliveries are POSTed")
+		return
+	}
+	body, status, msg := readBody(w, r)
+	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
+	logger := h.logger.With("delivery_id", deliveryID, "event", event)
+	if status != 0 {
+		h.reject(w, logger, status, deliveryID, msg)
+		return
+	}
+	if msg := checkHeaders(event, deliveryID); msg != "" {
+		h.reject(w, logger, http.StatusBadRequest, deliveryID, msg)
+		return
+	}
+	secretIndex, err := h.verifier.Verify(r.Header.Get(SignatureHeader), body)
+	if err != nil {
+		h.reject(w, logger, http.StatusUnauthorized, deliveryID, err.Error())
+		return
+	}
+	payload, err := DecodeBody(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		h.reject(w, logger, http.StatusBadRequest, deliveryID, err.Error())
+		return
+	}
+	lookupCtx, cancel := context.WithTimeout(r.Context(), h.cfg.LookupTimeout)
+	dec, err := h.mapper.Map(lookupCtx, event, deliveryID, payload)
+	cancel()
+	var perr *PayloadError
+	var lerr *LookupError
+	switch {
+	case errors.As(err, &perr):
+		h.reject(w, logger, http.StatusBadRequest, deliveryID, perr.Error())
+		return
+	case errors.As(err, &lerr):
+		logger.Warn("webhook delivery not recorded: pull request lookup failed", "err", lerr)
+		h.reject(w, logger, http.StatusServiceUnavailable, deliveryID, "could not look the pull request up on GitHub; redeliver later")
+		return
+	case err != nil:
+		logger.Error("webhook delivery not recorded: mapping failed", "err", err)
+		h.reject(w, logger, http.StatusInternalServerError, deliveryID, "internal error")
+		return
+	}
+	if dec.Facts.InstallationID != nil {
+		logger = logger.With("installation_id", *dec.Facts.InstallationID)
+	}
+	if dec.Facts.Repository != nil {
+		logger = logger.With("repo", *dec.Facts.Repository)
+	}
+
+	sum := sha256.Sum256(body)
+	res, err := h.record(r.Context(), arrival{
+		event: event, deliveryID: deliveryID, secretIndex: secretIndex,
+		bodySHA256: hex.EncodeToString(sum[:]), decision: dec,
+	})
+	if err != nil {
+		if unavailable(err) {
+			logger.Error("webhook delivery not recorded: database unavailable", "err", err)
+			h.reject(w, logger, http.StatusServiceUnavailable, deliveryID, "database unavailable; redeliver later")
+			return
+		}
+		logger.Error("webhook delivery not recorded", "err", err)
+		h.reject(w, logger, http.StatusInternalServerError, deliveryID, "internal error")
+		return
+	}
+	if res.Error != "" {
+		h.reject(w, logger, res.Status(), deliveryID, res.Error)
+		return
+	}
+	attrs := []any{"outcome", res.Outcome, "secret_index", secretIndex}
+	if res.EntryID != "" {
+		attrs = append(attrs, "entry_id", res.EntryID)
+	}
+	if res.QualifiedID != "" {
+		attrs = append(attrs, "qualified_id", res.QualifiedID)
+	}
+	if res.Generation != nil {
+		attrs = append(attrs, "generation", *res.Generation)
+	}
+	if res.Reason != "" {
+		attrs = append(attrs, "reason", res.Reason)
+	}
+	logger.Info("webhook delivery", attrs...)
+	writeJSON(w, res.Status(), res.Response)
+	h.answered(string(res.Outcome))
+}
+
+func (h *Handler) answered(outcome string) {
+	if h.cfg.OnAnswer != nil {
+		h.cfg.OnAnswer(outcome)
+	}
+}
+
+// readBody reads at most MaxBody bytes of the request body. A non-zero
+// status means the body was refused.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
+	const tooLarge = "body larger than 25 MiB"
+	if r.ContentLength > MaxBody {
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	case err != nil:
+		return nil, http.StatusBadRequest, "could not read the request body"
+	}
+	return body, 0, ""
+}
+
+// checkHeaders returns why the event and delivery headers are unusable, or
+// "".
+func checkHeaders(event, deliveryID string) string {
+	switch {
+	case event == "":
+		return "missing " + EventHeader + " header"
+	case deliveryID == "":
+		return "missing " + DeliveryHeader + " header"
+	case len(event) > maxEventLen || !printable(event):
+		return "malformed " + EventHeader + " header"
+	case len(deliveryID) > maxDeliveryLen || !printable(deliveryID) || strings.TrimSpace(deliveryID) != deliveryID:
+		return "malformed " + DeliveryHeader + " header"
+	}
+	return ""
+}
+
+// printable reports whether s is printable ASCII without spaces inside.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *Handler) reject(w http.ResponseWriter, logger *slog.Logger, status int, deliveryID, msg string) {
+	if status < 500 {
+		logger.Info("webhook delivery rejected", "status", status, "reason", msg)
+	}
+	writeJSON(w, status, Response{DeliveryID: deliveryID, Error: msg})
+	switch {
+	case status < 500:
+		h.answered("rejected")
+	case status == http.StatusServiceUnavailable:
+		h.answered("unavailable")
+	default:
+		h.answered("error")
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	// The client may be gone; there is nobody to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// arrival is a verified, mapped delivery about to be recorded.
+type arrival struct {
+	event, deliveryID string
+	secretIndex       int
+	bodySHA256        string
+	decision          Decision
+}
+
+// rollbackError ends the transaction without committing anything and
+// carries the answer to give instead.
+type rollbackError struct{ res Result }
+
+func (e *rollbackError) Error() string { return "rolled back: " + string(e.res.Outcome) }
+
+// record runs the delivery's transaction: it records the arrival, then acts
+// on a first arrival or answers a redelivery from the stored row.
+func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	f := a.decision.Facts
+	var res Result
+	err := h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
+			DeliveryID:     a.deliveryID,
+			Event:          a.event,
+			Action:         f.Action,
+			InstallationID: f.InstallationID,
+			RepositoryID:   f.RepositoryID,
+			Repository:     f.Repository,
+			Sender:         f.Sender,
+			SecretIndex:    int32(a.secretIndex),
+			BodySha256:     a.bodySHA256,
+			Now:            h.cfg.Now().UTC(),
+		})
+		if err != nil {
+			return fmt.Errorf("record delivery: %w", err)
+		}
+		if !row.Inserted {
+			res = redelivery(row, a)
+		} else {
+			var stored Outcome
+			res, stored, err = h.act(ctx, tx, a)
+			if err != nil {
+				return err
+			}
+			if err := h.q.DeliverySetOutcome(ctx, tx, dbq.DeliverySetOutcomeParams{
+				DeliveryID:  a.deliveryID,
+				Outcome:     string(stored),
+				Reason:      optional(res.Reason),
+				EntryID:     parseEntryID(res.EntryID),
+				QualifiedID: optional(res.QualifiedID),
+				Generation:  generationParam(res.Generation),
+			}); err != nil {
+				return fmt.Errorf("store delivery outcome: %w", err)
+			}
+		}
+		if h.cfg.OnOutcome != nil {
+			if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
+				return fmt.Errorf("act on delivery outcome: %w", err)
+			}
+		}
+		return nil
+	})
+	var rb *rollbackError
+	if errors.As(err, &rb) {
+		return rb.res, nil
+	}
+	return res, err
+}
+
+// redelivery answers an arrival whose delivery ID was recorded before.
+func redelivery(row dbq.DeliveryRecordRow, a arrival) Result {
+	res := Result{Event: a.event, Decision: a.decision, Response: Response{DeliveryID: a.deliveryID}}
+	if row.BodySha256 != a.bodySHA256 {
+		res.Outcome = OutcomeIdempotencyConflict
+		res.Reason = "this delivery ID was first received with another body"
+		return res
+	}
+	res.Outcome = OutcomeReplay
+	if row.EntryID != nil {
+		res.EntryID = row.EntryID.String()
+	}
+	res.QualifiedID = deref(row.QualifiedID)
+	if row.Generation != nil {
+		g := uint64(*row.Generation)
+		res.Generation = &g
+	}
+	res.Reason = "first answered " + row.Outcome
+	if row.Reason != nil {
+		res.Reason += ": " + *row.Reason
+	}
+	return res
+}
+
+// act carries out a first arrival's decision. It returns the answer and the
+// outcome to store, which differs from the answer only for a queue-level
+// replay (stored as the enqueue it replays).
+func (h *Handler) act(ctx context.Context, tx pgx.Tx, a arrival) (Result, Outcome, error) {
+	dec := a.decision
+	res := Result{Event: a.event, Decision: dec, Response: Response{DeliveryID: a.deliveryID}}
+	switch dec.Kind {
+	case KindCancel:
+		cr, err := h.store.CancelSubjectTx(ctx, tx, dec.QualifiedID)
+		if err != nil {
+			return res, "", err
+		}
+		touched := make([]queue.Item, 0, len(cr.Cancelled)+len(cr.Requested))
+		touched = append(append(touched, cr.Cancelled...), cr.Requested...)
+		if len(touched) == 0 {
+			res.Outcome, res.Reason = OutcomeIgnored, "nothing live to cancel for "+dec.QualifiedID
+			return res, res.Outcome, nil
+		}
+		res.Outcome = OutcomeCancelled
+		nameItem(&res.Response, touched[0].EntryID(), touched[0].QualifiedID(), ptrGen(touched[0].Generation()))
+		res.Reason = fmt.Sprintf("%d pending or held item(s) cancelled, %d assigned item(s) asked to stop", len(cr.Cancelled), len(cr.Requested))
+		return res, res.Outcome, nil
+	case KindEnqueue:
+		return h.enqueue(ctx, tx, res)
+	}
+	res.Outcome, res.Reason = OutcomeIgnored, dec.Reason
+	return res, res.Outcome, nil
+}
+
+// enqueue creates the decision's item and maps the queue's answer to an
+// outcome.
+func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res Result) (Result, Outcome, error) {
+	er, err := h.store.EnqueueTx(ctx, tx, res.Decision.Enqueue)
+	var (
+		sc   *queue.SubjectCollisionError
+		rc   *queue.ReservationCollisionError
+		ic   *queue.IdempotencyConflictError
+		inv  *queue.InvalidError
+		gen  = er.Subject.Generation
+		kept Outcome
+	)
+	switch {
+	case err == nil && er.Enqueued:
+		res.Outcome = OutcomeEnqueued
+		nameItem(&res.Response, er.EntryID, er.Subject.QualifiedID, &gen)
+		kept = OutcomeEnqueued
+	case err == nil:
+		// The queue already holds this delivery's item: its delivery row was
+		// pruned and GitHub redelivered. Store it as the enqueue it was.
+		res.Outcome, res.Reason = OutcomeReplay, "the queue already holds this delivery's item"
+		nameItem(&res.Response, er.EntryID, er.Subject.QualifiedID, &gen)
+		kept = OutcomeEnqueued
+	case errors.As(err, &sc):
+		res.Outcome = OutcomeSubjectCollision
+		nameItem(&res.Response, sc.EntryID, sc.QualifiedID, sc.Generation)
+		res.Reason = "the subject already has a live generation (" + sc.Status + ")"
+		kept = res.Outcome
+	case errors.As(err, &rc):
+		res.Outcome = OutcomeReservationCollision
+		g := rc.Generation
+		nameItem(&res.Response, rc.EntryID, rc.QualifiedID, &g)
+		res.Reason = fmt.Sprintf("%s %s is held by a live item (%s)", rc.Holder.Repository, rc.Holder.HeadRef, rc.Status)
+		kept = res.Outcome
+	case errors.As(err, &ic):
+		res.Outcome, res.Reason = OutcomeIdempotencyConflict, "the queue holds another request under this delivery ID"
+		return res, "", &rollbackError{res: res}
+	case errors.As(err, &inv):
+		// The mapper validates what it builds, so this is not expected; but
+		// it is about this delivery's content, not the database: a 400 that
+		// stores nothing.
+		res.Response = Response{DeliveryID: res.DeliveryID, Error: "the delivery makes no valid queue request: " + inv.Error()}
+		res.status = http.StatusBadRequest
+		return res, "", &rollbackError{res: res}
+	default:
+		return res, "", fmt.Errorf("enqueue: %w", err)
+	}
+	return res, kept, nil
+}
+
+func nameItem(r *Response, entryID, qualifiedID string, gen *uint64) {
+	r.EntryID, r.QualifiedID, r.Generation = entryID, qualifiedID, gen
+}
+
+func ptrGen(g uint64) *uint64 {
+	if g == 0 {
+		return nil
+	}
+	return &g
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func parseEntryID(s string) *uuid.UUID {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return nil
+	}
+	return &id
+}
+
+func generationParam(g *uint64) *int64 {
+	if g == nil {
+		return nil
+	}
+	v := int64(*g)
+	return &v
+}
+
+// unavailable reports whether err means the database could not be reached
+// or could not take the transaction now (connection failures, timeouts,
+// shutdowns, serialization failures), as opposed to a statement the server
+// rejected.
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	if len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "08", "40", "53", "57", "58":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,512 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v66/github"
+
+	"github.com/gitlease/gitlease/queue"
+)
+
+// Subject kinds and the workflow gitlease enqueues.
+const (
+	KindIssue       = "github_issue"
+	KindPullRequest = "github_pull_request"
+	WorkflowCoding  = "coding"
+)
+
+// CommentCommand starts a comment that asks gitlease to run.
+const CommentCommand = "/gitlease run"
+
+// ReasonNoPullRequestGetter is the ignore reason of a comment command on a
+// pull request when no GitHub App credentials are configured.
+const ReasonNoPullRequestGetter = "pull request lookup needs GitHub App credentials"
+
+// PullRequestGetter fetches a pull request
+// (GET /repos/{owner}/{repo}/pulls/{number}) as the given installation. The
+// mapper needs it for a comment command on a pull request, whose payload
+// carries the issue side only, without refs or head SHA.
+type PullRequestGetter interface {
+	PullRequest(ctx context.Context, installationID int64, owner, repo string, number int) (*github.PullRequest, error)
+}
+
+// LookupError is returned by Mapper.Map when fetching a pull request from
+// GitHub failed. It is no fault of the delivery, which can be redelivered.
+type LookupError struct{ Err error }
+
+func (e *LookupError) Error() string { return "look up pull request: " + e.Err.Error() }
+
+func (e *LookupError) Unwrap() error { return e.Err }
+
+// MapperConfig configures a Mapper.
+type MapperConfig struct {
+	// TriggerLabel, if set, restricts enqueueing to issues and pull requests
+	// carrying it and makes adding it (a labeled action) enqueue.
+	TriggerLabel string
+	// BranchPrefix goes before issue-<number> in an issue's head branch
+	// (GITLEASE_BRANCH_PREFIX, gitlease/ by default in cmd). Empty means no
+	// prefix.
+	BranchPrefix string
+	// BotLogin is the App's own account, "<slug>[bot]"; events it sent are
+	// ignored. Empty recognises no bot.
+	BotLogin string
+	// Now stamps requested_at when a payload carries no usable time;
+	// time.Now when nil.
+	Now func() time.Time
+}
+
+// Mapper turns a GitHub event into a queue decision (SPEC §6). It keeps no
+// state between calls and is safe for concurrent use.
+type Mapper struct {
+	prs PullRequestGetter
+	cfg MapperConfig
+}
+
+// NewMapper returns a Mapper. prs may be nil (no GitHub App credentials):
+// a comment command on a pull request is then ignored with
+// ReasonNoPullRequestGetter. It returns an error when cfg.BranchPrefix would
+// make invalid branch names.
+func NewMapper(prs PullRequestGetter, cfg MapperConfig) (*Mapper, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	probe := queue.Reservation{Repository: "o/r", BaseRef: "refs/heads/main", HeadRef: "refs/heads/" + cfg.BranchPrefix + "issue-1"}
+	if err := queue.ValidateReservation(probe); err != nil || strings.ContainsAny(cfg.BranchPrefix, " ~^:?*[\\") {
+		return nil, fmt.Errorf("branch prefix %q does not make valid branch names", cfg.BranchPrefix)
+	}
+	return &Mapper{prs: prs, cfg: cfg}, nil
+}
+
+// Kind says what a delivery asks of the queue.
+type Kind int
+
+// The kinds of decision.
+const (
+	// KindIgnore: nothing to do; Decision.Reason says why.
+	KindIgnore Kind = iota
+	// KindEnqueue: create the item in Decision.Enqueue.
+	KindEnqueue
+	// KindCancel: cancel the live items of Decision.QualifiedID.
+	KindCancel
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindEnqueue:
+		return "enqueue"
+	case KindCancel:
+		return "cancel"
+	}
+	return "ignore"
+}
+
+// Decision is what the mapper made of a delivery.
+type Decision struct {
+	Kind Kind
+	// Facts are the delivery's action, installation, repository and sender,
+	// recorded whatever the decision.
+	Facts Facts
+	// QualifiedID is the subject to enqueue or cancel.
+	QualifiedID string
+	// Enqueue is the request for KindEnqueue, keyed by the delivery ID.
+	Enqueue queue.EnqueueParams
+	// Reason says why a delivery is ignored.
+	Reason string
+}
+
+// Metadata is the subject metadata of every item gitlease enqueues from
+// GitHub; workers and the GitHub side read it back from the dispatch.
+type Metadata struct {
+	InstallationID int64  `json:"installation_id,omitempty"`
+	RepositoryID   int64  `json:"repository_id"`
+	Repository     string `json:"repository"`
+	Number         int    `json:"number"`
+	HTMLURL        string `json:"html_url,omitempty"`
+	HeadSHA        string `json:"head_sha,omitempty"`
+	Event          string `json:"event"`
+	Action         string `json:"action"`
+	DeliveryID     string `json:"delivery_id"`
+	Sender         string `json:"sender"`
+	// CommentID is the comment that carried a /gitlease run command.
+	CommentID int64 `json:"comment_id,omitempty"`
+}
+
+// QualifiedID returns the qualified subject ID of an issue or pull request:
+// "<kind>:<repository id>#<number>". The numeric repository ID survives
+// renames and transfers of the repository.
+func QualifiedID(kind string, repositoryID int64, number int) string {
+	return kind + ":" + nativeID(repositoryID, number)
+}
+
+func nativeID(repositoryID int64, number int) string {
+	return strconv.FormatInt(repositoryID, 10) + "#" + strconv.Itoa(number)
+}
+
+// delivery is what Map works from.
+type delivery struct {
+	event, deliveryID string
+	facts             Facts
+}
+
+func (d delivery) ignore(format string, args ...any) Decision {
+	return Decision{Kind: KindIgnore, Facts: d.facts, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (d delivery) action() string {
+	if d.facts.Action == nil {
+		return ""
+	}
+	return *d.facts.Action
+}
+
+// Map decides what the delivery deliveryID of event, with the JSON payload,
+// asks of the queue: enqueue an issue or pull request, cancel a closed one,
+// or nothing (SPEC §6). ctx bounds the one GitHub call it may make, for a
+// comment command on a pull request.
+//
+// It returns a *PayloadError when the payload is not what GitHub sends for
+// event (it does not parse into go-github's type, or lacks its repository,
+// issue or pull request) and a *LookupError when that pull request could not
+// be fetched. An event go-github does not know is ignored, not an error:
+// GitHub adds events, and they are no concern of gitlease.
+func (m *Mapper) Map(ctx context.Context, event, deliveryID string, payload []byte) (Decision, error) {
+	facts, err := parseFacts(event, payload)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := delivery{event: event, deliveryID: deliveryID, facts: facts}
+	if event == "ping" {
+		if _, err := github.ParseWebHook(event, payload); err != nil {
+			return Decision{}, payloadErrorf(event, "does not parse: %v", err)
+		}
+		return d.ignore("ping"), nil
+	}
+	if github.EventForType(event) == nil {
+		return d.ignore("event %q is not handled", event), nil
+	}
+	parsed, err := github.ParseWebHook(event, payload)
+	if err != nil {
+		return Decision{}, payloadErrorf(event, "does not parse: %v", err)
+	}
+	if m.cfg.BotLogin != "" && facts.Sender != nil && strings.EqualFold(*facts.Sender, m.cfg.BotLogin) {
+		return d.ignore("sent by gitlease itself (%s)", m.cfg.BotLogin), nil
+	}
+	switch ev := parsed.(type) {
+	case *github.IssuesEvent:
+		return m.issues(d, ev)
+	case *github.PullRequestEvent:
+		return m.pullRequest(d, ev)
+	case *github.IssueCommentEvent:
+		return m.issueComment(ctx, d, ev)
+	}
+	return d.ignore("event %q is not handled", event), nil
+}
+
+// issues maps an issues event.
+func (m *Mapper) issues(d delivery, ev *github.IssuesEvent) (Decision, error) {
+	action := d.action()
+	switch action {
+	case "opened", "reopened", "labeled", "closed":
+	default:
+		return d.ignore("issues action %q is not handled", action), nil
+	}
+	repo, err := requireRepo(d.event, ev.Repo)
+	if err != nil {
+		return Decision{}, err
+	}
+	issue := ev.Issue
+	if issue == nil || issue.GetNumber() <= 0 {
+		return Decision{}, payloadErrorf(d.event, "no issue with a number")
+	}
+	if action == "closed" {
+		return cancel(d, KindIssue, repo.GetID(), issue.GetNumber()), nil
+	}
+	if ignored, ok := m.triggered(d, action, "issue", issue.GetState(), issue.Labels, ev.Label); !ok {
+		return ignored, nil
+	}
+	return m.enqueueIssue(d, repo, issue, nil)
+}
+
+// pullRequest maps a pull_request event.
+func (m *Mapper) pullRequest(d delivery, ev *github.PullRequestEvent) (Decision, error) {
+	action := d.action()
+	switch action {
+	case "opened", "reopened", "synchronize", "ready_for_review", "labeled", "closed":
+	default:
+		return d.ignore("pull_request action %q is not handled", action), nil
+	}
+	repo, err := requireRepo(d.event, ev.Repo)
+	if err != nil {
+		return Decision{}, err
+	}
+	pr := ev.PullRequest
+	if pr == nil || pr.GetNumber() <= 0 {
+		return Decision{}, payloadErrorf(d.event, "no pull_request with a number")
+	}
+	if action == "closed" {
+		return cancel(d, KindPullRequest, repo.GetID(), pr.GetNumber()), nil
+	}
+	if ignored, ok := m.triggered(d, action, "pull request", pr.GetState(), pr.Labels, ev.Label); !ok {
+		return ignored, nil
+	}
+	return m.enqueuePullRequest(d, repo, pr, nil)
+}
+
+// issueComment maps an issue_comment event: a /gitlease run command from
+// someone with write access enqueues its issue or pull request.
+func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *github.IssueCommentEvent) (Decision, error) {
+	if action := d.action(); action != "created" {
+		return d.ignore("issue_comment action %q is not handled", action), nil
+	}
+	comment := ev.Comment
+	if comment == nil {
+		return Decision{}, payloadErrorf(d.event, "no comment")
+	}
+	if !isCommand(comment.GetBody()) {
+		return d.ignore("comment is not a %s command", CommentCommand), nil
+	}
+	switch assoc := comment.GetAuthorAssociation(); assoc {
+	case "OWNER", "MEMBER", "COLLABORATOR":
+	default:
+		return d.ignore("comment author association %q may not run gitlease (OWNER, MEMBER or COLLABORATOR may)", assoc), nil
+	}
+	repo, err := requireRepo(d.event, ev.Repo)
+	if err != nil {
+		return Decision{}, err
+	}
+	issue := ev.Issue
+	if issue == nil || issue.GetNumber() <= 0 {
+		return Decision{}, payloadErrorf(d.event, "no issue with a number")
+	}
+	if issue.GetState() == "closed" {
+		return d.ignore("%s is closed", describe(issue)), nil
+	}
+	if !issue.IsPullRequest() {
+		return m.enqueueIssue(d, repo, issue, comment)
+	}
+	if m.prs == nil {
+		return d.ignore(ReasonNoPullRequestGetter), nil
+	}
+	if d.facts.InstallationID == nil {
+		return d.ignore("no installation in the payload to look the pull request up with"), nil
+	}
+	owner, name, _ := strings.Cut(repo.GetFullName(), "/")
+	pr, err := m.prs.PullRequest(ctx, *d.facts.InstallationID, owner, name, issue.GetNumber())
+	if err != nil {
+		return Decision{}, &LookupError{Err: fmt.Errorf("%s#%d: %w", repo.GetFullName(), issue.GetNumber(), err)}
+	}
+	if pr == nil || pr.GetNumber() != issue.GetNumber() {
+		return Decision{}, &LookupError{Err: fmt.Errorf("%s#%d: GitHub returned another or no pull request", repo.GetFullName(), issue.GetNumber())}
+	}
+	dec, err := m.enqueuePullRequest(d, repo, pr, comment)
+	var perr *PayloadError
+	if errors.As(err, &perr) {
+		// The fetched pull request, not the delivery, lacks a part.
+		return Decision{}, &LookupError{Err: perr}
+	}
+	return dec, err
+}
+
+func describe(issue *github.Issue) string {
+	if issue.IsPullRequest() {
+		return "pull request"
+	}
+	return "issue"
+}
+
+// isCommand reports whether a comment body is a /gitlease run command: it
+// starts (after blank space) with the command as a whole word.
+func isCommand(body string) bool {
+	rest, ok := strings.CutPrefix(strings.TrimLeft(body, " \t\r\n"), CommentCommand)
+	return ok && (rest == "" || strings.ContainsAny(rest[:1], " \t\r\n"))
+}
+
+// triggered applies the trigger label rule to an opened-like or labeled
+// action. It returns the ignore decision and false when the action must not
+// enqueue.
+func (m *Mapper) triggered(d delivery, action, what, state string, labels []*github.Label, added *github.Label) (Decision, bool) {
+	if state == "closed" {
+		return d.ignore("%s is closed", what), false
+	}
+	trigger := m.cfg.TriggerLabel
+	if action == "labeled" {
+		switch {
+		case trigger == "":
+			return d.ignore("labeled is ignored: no trigger label is configured"), false
+		case added == nil || !strings.EqualFold(added.GetName(), trigger):
+			return d.ignore("added label %q is not the trigger label %q", added.GetName(), trigger), false
+		}
+		return Decision{}, true
+	}
+	if trigger != "" && !hasLabel(labels, trigger) {
+		return d.ignore("%s does not carry the trigger label %q", what, trigger), false
+	}
+	return Decision{}, true
+}
+
+func hasLabel(labels []*github.Label, name string) bool {
+	for _, l := range labels {
+		if strings.EqualFold(l.GetName(), name) {
+			return true
+		}
+	}
+	return false
+}
+
+func labelNames(labels []*github.Label) []string {
+	var out []string
+	for _, l := range labels {
+		if n := l.GetName(); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// requireRepo checks the repository parts every mapping uses.
+func requireRepo(event string, repo *github.Repository) (*github.Repository, error) {
+	if repo == nil || repo.GetID() <= 0 {
+		return nil, payloadErrorf(event, "no repository with an id")
+	}
+	owner, name, ok := strings.Cut(repo.GetFullName(), "/")
+	if !ok || owner == "" || name == "" {
+		return nil, payloadErrorf(event, "repository full_name %q is not owner/repo", repo.GetFullName())
+	}
+	return repo, nil
+}
+
+func cancel(d delivery, kind string, repoID int64, number int) Decision {
+	return Decision{Kind: KindCancel, Facts: d.facts, QualifiedID: QualifiedID(kind, repoID, number)}
+}
+
+// enqueueIssue builds the enqueue of an issue; comment is the command that
+// asked for it, if any.
+func (m *Mapper) enqueueIssue(d delivery, repo *github.Repository, issue *github.Issue, comment *github.IssueComment) (Decision, error) {
+	if repo.GetDefaultBranch() == "" {
+		return Decision{}, payloadErrorf(d.event, "repository has no default_branch")
+	}
+	res := queue.Reservation{
+		Repository: repo.GetFullName(),
+		BaseRef:    "refs/heads/" + repo.GetDefaultBranch(),
+		HeadRef:    "refs/heads/" + m.cfg.BranchPrefix + "issue-" + strconv.Itoa(issue.GetNumber()),
+	}
+	requested := issue.UpdatedAt
+	if comment != nil {
+		requested = comment.CreatedAt
+	}
+	return m.enqueue(d, subjectParams{
+		kind: KindIssue, repo: repo, number: issue.GetNumber(),
+		title: issue.GetTitle(), body: issue.GetBody(), labels: issue.Labels, htmlURL: issue.GetHTMLURL(),
+		res: res, requestedAt: requested, comment: comment,
+	})
+}
+
+// enqueuePullRequest builds the enqueue of a pull request; comment is the
+// command that asked for it, if any.
+func (m *Mapper) enqueuePullRequest(d delivery, repo *github.Repository, pr *github.PullRequest, comment *github.IssueComment) (Decision, error) {
+	base, head := pr.GetBase(), pr.GetHead()
+	if base.GetRef() == "" || head.GetRef() == "" || head.GetSHA() == "" {
+		return Decision{}, payloadErrorf(d.event, "pull_request lacks base.ref, head.ref or head.sha")
+	}
+	headRef := "refs/heads/" + head.GetRef()
+	// A fork's branch is not in this repository; GitHub mirrors its head at
+	// refs/pull/<n>/head. A deleted fork arrives with head.repo null.
+	if head.GetRepo().GetID() != repo.GetID() {
+		headRef = "refs/pull/" + strconv.Itoa(pr.GetNumber()) + "/head"
+	}
+	res := queue.Reservation{Repository: repo.GetFullName(), BaseRef: "refs/heads/" + base.GetRef(), HeadRef: headRef}
+	requested := pr.UpdatedAt
+	if comment != nil {
+		requested = comment.CreatedAt
+	}
+	return m.enqueue(d, subjectParams{
+		kind: KindPullRequest, repo: repo, number: pr.GetNumber(),
+		title: pr.GetTitle(), body: pr.GetBody(), labels: pr.Labels, htmlURL: pr.GetHTMLURL(), headSHA: head.GetSHA(),
+		res: res, requestedAt: requested, comment: comment,
+	})
+}
+
+type subjectParams struct {
+	kind        string
+	repo        *github.Repository
+	number      int
+	title, body string
+	labels      []*github.Label
+	htmlURL     string
+	headSHA     string
+	res         queue.Reservation
+	requestedAt *github.Timestamp
+	comment     *github.IssueComment
+}
+
+// enqueue assembles the dispatch, keyed by the delivery ID.
+func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
+	if err := queue.ValidateReservation(p.res); err != nil {
+		return Decision{}, payloadErrorf(d.event, "refs make no valid reservation: %v", err)
+	}
+	meta := Metadata{
+		RepositoryID: p.repo.GetID(),
+		Repository:   p.repo.GetFullName(),
+		Number:       p.number,
+		HTMLURL:      p.htmlURL,
+		HeadSHA:      p.headSHA,
+		Event:        d.event,
+		Action:       d.action(),
+		DeliveryID:   d.deliveryID,
+		Sender:       deref(d.facts.Sender),
+	}
+	if d.facts.InstallationID != nil {
+		meta.InstallationID = *d.facts.InstallationID
+	}
+	if p.comment != nil {
+		meta.CommentID = p.comment.GetID()
+	}
+	rawMeta, err := json.Marshal(meta)
+	if err != nil {
+		return Decision{}, fmt.Errorf("encode subject metadata: %w", err)
+	}
+	// requested_at is when GitHub says the issue, pull request or comment
+	// changed, not when the delivery arrived: a redelivery builds the same
+	// dispatch.
+	requestedAt := m.cfg.Now()
+	if p.requestedAt != nil && !p.requestedAt.IsZero() {
+		requestedAt = p.requestedAt.Time
+	}
+	subject := &queue.SubjectRef{
+		Kind:        p.kind,
+		ID:          nativeID(p.repo.GetID(), p.number),
+		Title:       p.title,
+		Description: p.body,
+		Labels:      labelNames(p.labels),
+		Metadata:    rawMeta,
+	}
+	res := p.res
+	return Decision{
+		Kind:        KindEnqueue,
+		Facts:       d.facts,
+		QualifiedID: QualifiedID(p.kind, p.repo.GetID(), p.number),
+		Enqueue: queue.EnqueueParams{
+			IdempotencyKey: d.deliveryID,
+			Reservation:    &res,
+			Dispatch: queue.SubjectDispatch{
+				Subject:       subject,
+				WorkflowRef:   WorkflowCoding,
+				TriggerSource: "github:" + d.event + "." + d.action(),
+				RequestedAt:   queue.Timestamp{Time: requestedAt.UTC()},
+			},
+		},
+	}, nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

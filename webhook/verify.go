@@ -1,0 +1,94 @@
+// Package webhook is gitlease's front door: it verifies GitHub deliveries,
+// decodes them, maps events to queue decisions (Mapper) and, in Handler,
+// records each verified delivery and acts on it in one Postgres transaction
+// before it answers.
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+
+	"github.com/google/go-github/v66/github"
+)
+
+// SignatureHeader is the header GitHub puts the HMAC-SHA256 signature in.
+const SignatureHeader = github.SHA256SignatureHeader
+
+// signaturePrefix starts every X-Hub-Signature-256 value.
+const signaturePrefix = "sha256="
+
+// ErrSignatureMissing is returned by Verifier.Verify when the delivery has no
+// X-Hub-Signature-256 value.
+var ErrSignatureMissing = errors.New("missing " + SignatureHeader + " signature")
+
+// ErrSignatureMismatch is returned by Verifier.Verify when the signature is
+// malformed or no configured secret produces it.
+var ErrSignatureMismatch = errors.New(SignatureHeader + " does not match any configured webhook secret")
+
+// Verifier checks GitHub's HMAC-SHA256 delivery signatures against one or
+// more secrets, so a secret can be rotated without dropping deliveries. It is
+// safe for concurrent use.
+type Verifier struct {
+	secrets [][]byte
+}
+
+// NewVerifier returns a Verifier over secrets, in order: Verify reports the
+// index of the one that matched. It returns an error when there is no secret
+// or one of them is empty, since an empty HMAC key verifies anything signed
+// without a secret.
+func NewVerifier(secrets ...string) (*Verifier, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("webhook verifier needs at least one secret")
+	}
+	v := &Verifier{secrets: make([][]byte, len(secrets))}
+	for i, s := range secrets {
+		if s == "" {
+			return nil, errors.New("webhook verifier: a secret is empty")
+		}
+		v.secrets[i] = []byte(s)
+	}
+	return v, nil
+}
+
+// Verify checks signature (the X-Hub-Signature-256 value, "sha256=<hex>")
+// over body, the raw request body as received, against every configured
+// secret with a constant-time comparison. It returns the index of the first
+// secret that matches.
+//
+// It returns ErrSignatureMissing when signature is empty and
+// ErrSignatureMismatch when it is not a sha256 signature or matches no
+// secret. The comparison goes through go-github's ValidateSignature, whose
+// hmac.Equal takes the same time wherever the signatures differ; every secret
+// is tried, so the time taken does not tell which one matched either.
+func (v *Verifier) Verify(signature string, body []byte) (int, error) {
+	if signature == "" {
+		return -1, ErrSignatureMissing
+	}
+	// ValidateSignature also accepts sha1= and sha512=; this header is
+	// SHA-256 only, and a downgrade to SHA-1 must not pass.
+	if !strings.HasPrefix(signature, signaturePrefix) {
+		return -1, ErrSignatureMismatch
+	}
+	matched := -1
+	for i, secret := range v.secrets {
+		if github.ValidateSignature(signature, body, secret) == nil && matched < 0 {
+			matched = i
+		}
+	}
+	if matched < 0 {
+		return -1, ErrSignatureMismatch
+	}
+	return matched, nil
+}
+
+// Sign returns the X-Hub-Signature-256 value GitHub sends for body under
+// secret: "sha256=" and the hex HMAC-SHA256. gitlease deliver and the tests
+// sign with it.
+func Sign(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return signaturePrefix + hex.EncodeToString(mac.Sum(nil))
+}
