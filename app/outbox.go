@@ -127,8 +127,7 @@ func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry
 }
 
 func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u checkRunUpdate) error {
-	id := uuid.MustParse(it.EntryID())
-	return o.insert(ctx, tx, "checks/"+it.EntryID(), kindCheckRun, &id, u)
+	return o.checkRunByID(ctx, tx, uuid.MustParse(it.EntryID()), u)
 }
 
 // Enqueued records where the item lives on GitHub and, for a pull request,

@@ -48,6 +48,9 @@ type Server struct {
 // NewServer builds the routes. Extra routes (webhook, metrics) are added by
 // the caller through Echo.
 func NewServer(cfg ServerConfig, pool *pgxpool.Pool, rpcHandler *rpc.Handler, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{cfg: cfg, pool: pool, rpc: rpcHandler, logger: logger, echo: e}

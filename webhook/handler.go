@@ -145,6 +145,9 @@ func NewHandler(store *queue.Store, verifier *Verifier, mapper *Mapper, logger *
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return &Handler{store: store, verifier: verifier, mapper: mapper, q: dbq.New(), logger: logger, cfg: cfg}
 }
 

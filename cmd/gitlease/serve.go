@@ -110,7 +110,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	setup.Register(srv.Echo())
-	intake, err := newIntake(ctx, cfg, store, gh, metrics.Delivery, logger)
+	intake, err := newIntake(ctx, cfg, store, gh, outbox, metrics.Delivery, logger)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Installations, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Installations, outbox *app.Outbox, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -192,7 +192,7 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Inst
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
-	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer}), nil
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer, OnOutcome: outbox.DeliveryFeedback}), nil
 }
 
 func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {

@@ -1,0 +1,133 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/webhook"
+)
+
+// DeliveryFeedback writes what a delivery's outcome means on GitHub, in the
+// delivery's transaction (webhook.HandlerConfig.OnOutcome): a notice on the
+// item's check run for a replay; a warning on the live holder's check run for
+// a collision, plus a concluded check run on the colliding pull request's
+// head commit (neutral for a subject collision on another commit,
+// action_required for a reservation collision) naming the holder.
+func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Result) error {
+	if r.EntryID == "" {
+		return nil
+	}
+	switch r.Outcome {
+	case webhook.OutcomeReplay, webhook.OutcomeSubjectCollision, webhook.OutcomeReservationCollision:
+	default:
+		return nil
+	}
+	id, err := uuid.Parse(r.EntryID)
+	if err != nil {
+		return nil
+	}
+	holder, err := o.q.WorkItemGet(ctx, tx, id)
+	if err != nil {
+		return fmt.Errorf("read the delivery's item: %w", err)
+	}
+	if _, ok := metaOf(holder.Dispatch); !ok {
+		return nil
+	}
+	gen := uint64(derefInt(holder.SubjectGeneration))
+	qid := deref(holder.CanonicalID)
+	details := map[string]any{
+		"delivery_id": r.DeliveryID, "event": r.Event, "action": deref(r.Decision.Facts.Action),
+		"qualified_id": qid, "generation": gen, "entry_id": r.EntryID, "status": holder.Status,
+	}
+	if holder.Repository != nil {
+		details["repository"] = *holder.Repository
+		details["base_ref"] = deref(holder.BaseRef)
+		details["head_ref"] = deref(holder.HeadRef)
+	}
+	if url := pullRequestOf(holder); url != "" {
+		details["pull_request"] = url
+	}
+	raw, _ := json.Marshal(details)
+
+	var ann Annotation
+	switch r.Outcome {
+	case webhook.OutcomeReplay:
+		ann = Annotation{Level: "notice", Title: "Delivery replayed",
+			Message: fmt.Sprintf("GitHub delivered %s again. It replayed generation %d of %s (entry %s): nothing new was queued.", r.DeliveryID, gen, qid, r.EntryID)}
+	case webhook.OutcomeSubjectCollision:
+		ann = Annotation{Level: "warning", Title: "Subject already has live work",
+			Message: fmt.Sprintf("Delivery %s (%s) was not queued: generation %d of %s is still %s (entry %s). It runs to the end first.", r.DeliveryID, eventAction(r), gen, qid, holder.Status, r.EntryID)}
+	case webhook.OutcomeReservationCollision:
+		ann = Annotation{Level: "warning", Title: "Branch reserved by this work",
+			Message: fmt.Sprintf("Delivery %s (%s) for %s wanted %s, which generation %d of %s holds (entry %s).", r.DeliveryID, eventAction(r), r.Decision.QualifiedID, deref(holder.HeadRef), gen, qid, r.EntryID)}
+	}
+	ann.RawDetails = raw
+	if err := o.checkRunByID(ctx, tx, holder.ID, checkRunUpdate{Annotations: []Annotation{ann}}); err != nil {
+		return err
+	}
+
+	// A pull request event on a commit that is not the holder's gets a check
+	// run of its own, so its author sees why nothing runs there.
+	event, ok := eventMeta(r)
+	if !ok || event.HeadSHA == "" || event.HeadSHA == deref(holder.HeadSha) {
+		return nil
+	}
+	sc := standaloneCheckRun{
+		InstallationID: event.InstallationID, Repository: event.Repository, HeadSHA: event.HeadSHA,
+		ExternalID: "delivery:" + r.DeliveryID,
+	}
+	where := fmt.Sprintf("generation %d of %s (entry %s, %s)", gen, qid, r.EntryID, holder.Status)
+	if holder.Repository != nil {
+		where += fmt.Sprintf(", reserving %s %s → %s", *holder.Repository, deref(holder.BaseRef), deref(holder.HeadRef))
+	}
+	if url := pullRequestOf(holder); url != "" {
+		where += ", pull request " + url
+	}
+	if r.Outcome == webhook.OutcomeReservationCollision {
+		sc.Conclusion, sc.Title = "action_required", "Branch held by other work"
+		sc.Summary = fmt.Sprintf("gitlease did not queue this pull request: its head branch is reserved by %s. "+
+			"Push to another branch, or wait until that work finishes.", where)
+	} else {
+		sc.Conclusion, sc.Title = "neutral", fmt.Sprintf("Generation %d is live", gen)
+		sc.Summary = fmt.Sprintf("gitlease did not queue this commit: %s is still running for this pull request. "+
+			"It runs to the end first; push again after it finishes to queue the next generation.", where)
+	}
+	return o.Standalone(ctx, tx, sc)
+}
+
+func eventAction(r webhook.Result) string {
+	if a := deref(r.Decision.Facts.Action); a != "" {
+		return r.Event + "." + a
+	}
+	return r.Event
+}
+
+// eventMeta reads the GitHub location of the event's own subject.
+func eventMeta(r webhook.Result) (githubMeta, bool) {
+	b, err := json.Marshal(r.Decision.Enqueue.Dispatch)
+	if err != nil {
+		return githubMeta{}, false
+	}
+	return metaOf(b)
+}
+
+// pullRequestOf is the holder's pull request: the one gitlease opened for
+// an issue item, or the pull request a PR item is about.
+func pullRequestOf(w dbq.WorkItem) string {
+	if w.PrUrl != nil {
+		return *w.PrUrl
+	}
+	if m, ok := metaOf(w.Dispatch); ok && m.Kind == "github_pull_request" {
+		return m.HTMLURL
+	}
+	return ""
+}
+
+func (o *Outbox) checkRunByID(ctx context.Context, tx pgx.Tx, id uuid.UUID, u checkRunUpdate) error {
+	return o.insert(ctx, tx, "checks/"+id.String(), kindCheckRun, &id, u)
+}

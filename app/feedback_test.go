@@ -1,0 +1,123 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gitlease/gitlease/app"
+	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/db/dbtest"
+	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/webhook"
+)
+
+const secret = "feedback-secret"
+
+// deliver posts a fixture (edited by fn) as GitHub would and returns the answer.
+func deliver(t *testing.T, h http.Handler, event, id, fixture string, fn func(m map[string]any)) webhook.Response {
+	t.Helper()
+	raw, err := os.ReadFile("../testdata/payloads/" + fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if fn != nil {
+		fn(m)
+	}
+	body, _ := json.Marshal(m)
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte(secret), body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var resp webhook.Response
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+		t.Fatalf("answer %d %q: %v", rec.Code, rec.Body.String(), err)
+	}
+	return resp
+}
+
+// TestDeliveryFeedbackOnGitHub: replays and collisions show up on GitHub as
+// annotations and check runs that say what happened.
+func TestDeliveryFeedbackOnGitHub(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	gh := githubtest.New(t, githubtest.ForbidRefUpdates())
+	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
+	gh.AddInstallation(2311213, "octocat/Hello-World")
+	gh.ReserveNumbers("octocat/Hello-World", 2000)
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: app.NewOutbox(nil, nil)}
+	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox})
+	verifier, _ := webhook.NewVerifier(secret)
+	mapper, err := webhook.NewMapper(nil, webhook.MapperConfig{BranchPrefix: "gitlease/", BotLogin: "gitlease[bot]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intake := webhook.NewHandler(h.store, verifier, mapper, nil, webhook.HandlerConfig{OnOutcome: h.outbox.DeliveryFeedback})
+
+	first := deliver(t, intake, "issues", "d-1", "issues-opened.json", nil)
+	if first.Outcome != webhook.OutcomeEnqueued {
+		t.Fatalf("first delivery: %+v", first)
+	}
+	h.leaseAll(t, "w1")
+	h.drain(t, h.sender(t))
+
+	if r := deliver(t, intake, "issues", "d-1", "issues-opened.json", nil); r.Outcome != webhook.OutcomeReplay {
+		t.Fatalf("redelivery: %+v", r)
+	}
+	if r := deliver(t, intake, "issues", "d-2", "issues-reopened.json", nil); r.Outcome != webhook.OutcomeSubjectCollision {
+		t.Fatalf("second delivery for the live issue: %+v", r)
+	}
+	// A person opens a pull request from the branch gitlease reserved, with a commit of their own.
+	humanSHA := gh.Push("octocat/Hello-World", "gitlease/issue-1347", "my own fix")
+	r := deliver(t, intake, "pull_request", "d-3", "pull_request-opened.json", func(m map[string]any) {
+		pr := m["pull_request"].(map[string]any)
+		head := pr["head"].(map[string]any)
+		head["ref"], head["sha"] = "gitlease/issue-1347", humanSHA
+	})
+	if r.Outcome != webhook.OutcomeReservationCollision || r.EntryID != first.EntryID {
+		t.Fatalf("pull request from the reserved branch: %+v, want a reservation collision naming %s", r, first.EntryID)
+	}
+	h.drain(t, h.sender(t))
+
+	it, _ := h.store.Get(ctx, first.EntryID)
+	run, ok := gh.CheckRun(it.CheckRunID())
+	if !ok {
+		t.Fatal("the item has no check run")
+	}
+	levels := map[string]string{}
+	for _, a := range run.Annotations {
+		levels[a.Title] = a.Level
+		if a.Path != ".github" || a.StartLine != 1 || !json.Valid([]byte(a.RawDetails)) {
+			t.Errorf("annotation %+v: want path .github, line 1, JSON raw_details", a)
+		}
+	}
+	want := map[string]string{"Delivery replayed": "notice", "Subject already has live work": "warning", "Branch reserved by this work": "warning"}
+	for title, level := range want {
+		if levels[title] != level {
+			t.Errorf("annotation %q is %q, want %q (have %v)", title, levels[title], level, levels)
+		}
+	}
+	var blocked []githubtest.CheckRun
+	for _, cr := range gh.CheckRuns("octocat/Hello-World") {
+		if cr.HeadSHA == humanSHA {
+			blocked = append(blocked, cr)
+		}
+	}
+	if len(blocked) != 1 || blocked[0].Conclusion != "action_required" ||
+		!strings.Contains(blocked[0].Summary, "github_issue:1296269#1347") || !strings.Contains(blocked[0].Summary, first.EntryID) ||
+		!strings.Contains(blocked[0].Summary, "refs/heads/gitlease/issue-1347") || !strings.Contains(blocked[0].Summary, "/pull/") {
+		t.Fatalf("check runs on the human pull request's head: %+v, want one action_required naming the holder and its pull request", blocked)
+	}
+}
