@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -113,13 +114,57 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if cfg.RPCToken == "" {
 		cfg.RPCToken = app.Secret(state.RPCToken)
 	}
+	dryRun := !hasGitHubCredentials(cfg)
 	ready := func(addr string) {
-		printDevBanner(stdout, addr, string(cfg.WebhookSecrets[0]), string(cfg.RPCToken), pg)
+		printDevBanner(stdout, addr, string(cfg.WebhookSecrets[0]), string(cfg.RPCToken), pg, dryRun)
 	}
-	if err := serve(ctx, cfg, logger, ready); err != nil {
+	if err := serve(ctx, cfg, logger, ready, githubDryRun); err != nil {
 		return err
 	}
 	return nil
+}
+
+// githubFallback is what serve does about GitHub when no App credentials
+// are configured.
+type githubFallback int
+
+const (
+	// githubOutboxOnly (serve): no GitHub calls; writes wait in the outbox,
+	// visible and not lost, until credentials are configured.
+	githubOutboxOnly githubFallback = iota
+	// githubDryRun (dev): the dry-run recorder stands in for GitHub, so the
+	// whole flow runs locally and each write is logged instead of sent.
+	githubDryRun
+)
+
+// hasGitHubCredentials reports whether any GitHub App credential is set.
+// A partial set still counts: githubFromConfig then names what is missing,
+// rather than dev quietly falling back to the dry run.
+func hasGitHubCredentials(cfg config) bool {
+	return cfg.AppID != 0 || cfg.PrivateKey != "" || cfg.PrivateKeyFile != ""
+}
+
+// githubInstallations is serve's GitHub client factory: the App's own when
+// credentials are configured; else, with githubDryRun, one talking to a
+// fresh dry-run recorder (through transport, so its calls are counted like
+// real ones); else nil.
+func githubInstallations(cfg config, fallback githubFallback, transport func(http.RoundTripper) http.RoundTripper, logger *slog.Logger) (*app.Installations, error) {
+	if fallback != githubDryRun || hasGitHubCredentials(cfg) {
+		return githubFromConfig(cfg, transport(nil), logger)
+	}
+	dr := app.NewDryRun(logger)
+	ghCfg, err := dr.GitHubConfig()
+	if err != nil {
+		return nil, err
+	}
+	ghCfg.Transport = transport(dr)
+	ghCfg.Slug = cfg.AppSlug
+	gh, err := app.NewInstallations(ghCfg)
+	if err != nil {
+		return nil, fmt.Errorf("set up the dry-run GitHub recorder: %w", err)
+	}
+	logger.Info("no GitHub App credentials: GitHub calls go to the dry-run recorder, which logs what it would send (msg \"dry-run GitHub call\")")
+	return gh, nil
 }
 
 // setUpDevPostgres brings the state directory's PostgreSQL to the point
@@ -764,7 +809,7 @@ func ensureDatabase(ctx context.Context, adminURL, name string) error {
 // printDevBanner prints, once the server listens on addr, what a developer
 // needs to talk to it. These are dev credentials shown to the person who
 // ran the command, on stdout; logs (stderr) never carry them.
-func printDevBanner(w io.Writer, addr, secret, token string, pg *localPG) {
+func printDevBanner(w io.Writer, addr, secret, token string, pg *localPG, dryRun bool) {
 	port := addr
 	if _, p, err := net.SplitHostPort(addr); err == nil {
 		port = p
@@ -774,6 +819,10 @@ func printDevBanner(w io.Writer, addr, secret, token string, pg *localPG) {
 	if !pg.started {
 		pgNote = "already running; left running on exit"
 	}
+	ghNote := "the GitHub App configured in the environment"
+	if dryRun {
+		ghNote = "dry run: no App credentials, so GitHub calls go to the dry-run recorder,\n                  which logs each one (\"dry-run GitHub call\" on stderr) and sends nothing"
+	}
 	fmt.Fprintf(w, `
 gitlease dev is ready.
 
@@ -782,13 +831,14 @@ gitlease dev is ready.
   webhook secret  %[2]s
   RPC token       %[3]s
   PostgreSQL      %[4]s (%[5]s; data in %[6]s)
+  GitHub          %[7]s
 
 Try:
   curl -s -H "Authorization: Bearer %[3]s" -d '{"jsonrpc":"2.0","id":1,"method":"queue/stats"}' %[1]s/rpc
   gitlease deliver --event issues --secret %[2]s --url %[1]s/webhook testdata/payloads/issues-opened.json
 
 Ctrl-C stops it.
-`, base, secret, token, pg.url(devDatabase), pgNote, pg.dataDir)
+`, base, secret, token, pg.url(devDatabase), pgNote, pg.dataDir, ghNote)
 }
 
 // hasProgram reports whether name is on PATH.

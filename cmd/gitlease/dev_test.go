@@ -88,7 +88,7 @@ func TestDev(t *testing.T) {
 	}
 	waitReady(t, base+"/readyz", 60*time.Second)
 
-	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, "gitlease deliver --event issues --secret "} {
+	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, "gitlease deliver --event issues --secret ", "dry-run recorder"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dev output lacks %q", want)
 		}
@@ -146,6 +146,42 @@ func TestDev(t *testing.T) {
 		t.Fatalf("queue/stats answered %s, want a JSON-RPC 2.0 result object for id 1", body)
 	}
 
+	// The whole flow without GitHub credentials: a signed delivery of the
+	// sample payload becomes an item, the built-in worker leases it, and the
+	// dry-run recorder logs the branch, pull request and check run that
+	// would be created.
+	entryID := deliverSample(t, bin, base, state.WebhookSecret)
+	const repo = "/repos/octocat/Hello-World"
+	wants := map[string]map[string]any{
+		"branch":       {"method": "POST", "path": repo + "/git/refs", "ref": "refs/heads/gitlease/issue-1347", "http_status": 201.0},
+		"pull request": {"method": "POST", "path": repo + "/pulls", "head": "gitlease/issue-1347", "base": "main", "draft": true, "http_status": 201.0},
+		"check run":    {"method": "POST", "path": repo + "/check-runs", "name": "gitlease", "http_status": 201.0},
+	}
+	leased, missing := false, []string{}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if !leased {
+			var view struct {
+				Status       string          `json:"status"`
+				Provisioning json.RawMessage `json:"provisioning"`
+			}
+			rpcCall(t, base, state.RPCToken, "gitlease/entry/get", map[string]any{"entry_id": entryID}, &view)
+			leased = view.Status == "assigned" || view.Status == "completed" || len(view.Provisioning) > 0
+		}
+		missing = missing[:0]
+		calls := dryRunCalls(stderr.String())
+		for what, want := range wants {
+			if !hasRecord(calls, want) {
+				missing = append(missing, what)
+			}
+		}
+		if leased && len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30s of the delivery: item %s leased: %v; no dry-run GitHub call logged for: %v", entryID, leased, missing)
+		}
+	}
+
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatalf("send SIGINT: %v", err)
 	}
@@ -160,6 +196,90 @@ func TestDev(t *testing.T) {
 	if procs := processesMentioning(pgdata); len(procs) > 0 {
 		t.Fatalf("PostgreSQL processes left running on %s:\n%s", pgdata, strings.Join(procs, "\n"))
 	}
+}
+
+// deliverSample sends testdata/payloads/issues-opened.json to the server
+// at base with `gitlease deliver`, signed with secret, and returns the
+// entry ID of the item it became.
+func deliverSample(t *testing.T, bin, base, secret string) string {
+	t.Helper()
+	payload, err := filepath.Abs(filepath.Join("..", "..", "testdata", "payloads", "issues-opened.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := exec.Command(bin, "deliver", "--event", "issues", "--secret", secret, "--url", base+"/webhook", payload)
+	deliver.Env = devTestEnv()
+	var errOut bytes.Buffer
+	deliver.Stderr = &errOut
+	out, err := deliver.Output()
+	if err != nil {
+		t.Fatalf("gitlease deliver: %v\n%s%s", err, out, errOut.String())
+	}
+	// "HTTP 202 Accepted", then the JSON answer.
+	_, answer, _ := strings.Cut(string(out), "\n")
+	var res struct {
+		Outcome string `json:"outcome"`
+		EntryID string `json:"entry_id"`
+	}
+	if err := json.Unmarshal([]byte(answer), &res); err != nil || res.Outcome != "enqueued" || res.EntryID == "" {
+		t.Fatalf("gitlease deliver printed %q, want an enqueued outcome with an entry_id", out)
+	}
+	return res.EntryID
+}
+
+// rpcCall calls method on the server's /rpc and decodes its result into v.
+func rpcCall(t *testing.T, base, token, method string, params, v any) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	req, err := http.NewRequest(http.MethodPost, base+"/rpc", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || len(answer.Error) > 0 || len(answer.Result) == 0 {
+		t.Fatalf("%s: status %d, error %s (%v)", method, resp.StatusCode, answer.Error, err)
+	}
+	if err := json.Unmarshal(answer.Result, v); err != nil {
+		t.Fatalf("%s: result %s: %v", method, answer.Result, err)
+	}
+}
+
+// dryRunCalls are the "dry-run GitHub call" records among dev's JSON log
+// lines; other lines (and any that are not JSON) are skipped.
+func dryRunCalls(logs string) []map[string]any {
+	var calls []map[string]any
+	for _, line := range strings.Split(logs, "\n") {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) == nil && r["msg"] == "dry-run GitHub call" {
+			calls = append(calls, r)
+		}
+	}
+	return calls
+}
+
+// hasRecord reports whether some record carries every field of want, with
+// JSON's types (numbers are float64).
+func hasRecord(records []map[string]any, want map[string]any) bool {
+next:
+	for _, r := range records {
+		for k, v := range want {
+			if r[k] != v {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // buildGitlease builds this package's binary once into a temp directory.
@@ -199,14 +319,15 @@ func devWorkDir(t *testing.T) string {
 }
 
 // devTestEnv is the environment without settings that would change what
-// dev generates or where it listens.
+// dev generates, where it listens, or how a delivery flows through it.
 func devTestEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case "DATABASE_URL", "PORT", "GITHUB_WEBHOOK_SECRET", "GITLEASE_RPC_TOKEN",
-			"GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_FILE", "GITLEASE_WORKER_EXEC":
+			"GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_FILE", "GITLEASE_WORKER_EXEC",
+			"GITLEASE_WORKER_SLOTS", "GITLEASE_BRANCH_PREFIX", "GITLEASE_TRIGGER_LABEL":
 			continue
 		}
 		env = append(env, kv)

@@ -68,12 +68,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, logger *slog
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, logger, nil)
+	return serve(ctx, cfg, logger, nil, githubOutboxOnly)
 }
 
 // serve runs the HTTP server until ctx ends, then drains it. ready, if not
-// nil, is called with the bound address once the server listens.
-func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr string)) error {
+// nil, is called with the bound address once the server listens. Without
+// GitHub App credentials, fallback says what stands in for GitHub.
+func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr string), fallback githubFallback) error {
 	pool, err := openPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -87,7 +88,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		logger.Info("migrations applied", "count", n)
 	}
 	metrics := app.NewMetrics(pool)
-	gh, err := githubFromConfig(cfg, metrics.Transport(nil), logger)
+	gh, err := githubInstallations(cfg, fallback, metrics.Transport, logger)
 	if err != nil {
 		return err
 	}

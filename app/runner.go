@@ -1,0 +1,521 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/queue/rpc"
+)
+
+// The part of a worker that is the same built in and remote: one job per
+// leased item, which keeps its lease alive, waits for an issue item's
+// branch, runs the command with the item in its environment, and finishes
+// the item (complete, or release to pending) through the worker's leaser.
+
+// provisionPoll is how often a job asks whether its issue item's branch and
+// pull request exist yet.
+const provisionPoll = time.Second
+
+// finishTimeout bounds the queue calls that finish a job (complete or
+// release) in all, so a shutdown cannot hang on an unreachable queue.
+const finishTimeout = 20 * time.Second
+
+// Reasons a worker gives when it releases an item to pending; they go into
+// the item's audit log.
+const (
+	// ReasonShutdown: the worker stopped before the command finished.
+	ReasonShutdown = "shutdown"
+	// ReasonRecoveredNoSlot: the sweeper recovered the item but the worker
+	// had no free slot to resume it.
+	ReasonRecoveredNoSlot = "recovered without a free slot"
+	// reasonLeaseLostPrefix starts the reason of a job that lost its lease.
+	reasonLeaseLostPrefix = "lease lost: "
+)
+
+// serverSecrets are variables of a gitlease server's environment that a
+// command must never see, whatever the worker. Every inherited GITLEASE_*
+// variable is dropped too (GITLEASE_RPC_TOKEN among them), so that the only
+// GITLEASE_* variables a command sees describe its item.
+var serverSecrets = map[string]bool{
+	"DATABASE_URL":            true,
+	"GITHUB_PRIVATE_KEY":      true,
+	"GITHUB_PRIVATE_KEY_FILE": true,
+	"GITHUB_WEBHOOK_SECRET":   true,
+	"GITHUB_APP_ID":           true,
+	"PGPASSWORD":              true,
+	"PGPASSFILE":              true,
+}
+
+// childEnv is a command's environment: base without the server's secrets
+// and without inherited GITLEASE_* variables (and without GITHUB_TOKEN
+// unless keepGitHubToken), followed by the item's variables.
+func childEnv(base []string, keepGitHubToken bool, item []string) []string {
+	env := make([]string, 0, len(base)+len(item))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if serverSecrets[k] || strings.HasPrefix(k, "GITLEASE_") || (k == "GITHUB_TOKEN" && !keepGitHubToken) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, item...)
+}
+
+// itemEnv lists the GITLEASE_* variables describing a leased item.
+func itemEnv(f queue.Fence, dispatch json.RawMessage, meta githubMeta, prov *queue.Provisioning) []string {
+	v := map[string]string{
+		"GITLEASE_ENTRY_ID":    f.QueueLease.EntryID,
+		"GITLEASE_WORKFLOW_ID": f.WorkflowID,
+		"GITLEASE_DISPATCH":    string(dispatch),
+	}
+	if s := f.Subject; s != nil {
+		v["GITLEASE_QUALIFIED_ID"] = s.QualifiedID
+		v["GITLEASE_GENERATION"] = strconv.FormatUint(s.Generation, 10)
+	}
+	v["GITLEASE_REPOSITORY"] = meta.Repository
+	if r := f.Repository; r != nil {
+		v["GITLEASE_REPOSITORY"] = r.Repository
+		v["GITLEASE_BASE_REF"] = r.BaseRef
+		v["GITLEASE_HEAD_REF"] = r.HeadRef
+	}
+	if meta.InstallationID > 0 {
+		v["GITLEASE_INSTALLATION_ID"] = strconv.FormatInt(meta.InstallationID, 10)
+	}
+	if meta.Kind == "github_pull_request" && meta.Number > 0 {
+		// The subject is the pull request itself.
+		v["GITLEASE_HEAD_SHA"] = meta.HeadSHA
+		v["GITLEASE_PR_NUMBER"] = strconv.Itoa(meta.Number)
+		v["GITLEASE_PR_URL"] = meta.HTMLURL
+	}
+	if prov != nil {
+		if prov.HeadSHA != "" {
+			v["GITLEASE_HEAD_SHA"] = prov.HeadSHA
+		}
+		if prov.PullRequestNumber > 0 {
+			v["GITLEASE_PR_NUMBER"] = strconv.Itoa(prov.PullRequestNumber)
+			v["GITLEASE_PR_URL"] = prov.PullRequestURL
+		}
+	}
+	names := []string{
+		"GITLEASE_ENTRY_ID", "GITLEASE_QUALIFIED_ID", "GITLEASE_GENERATION", "GITLEASE_WORKFLOW_ID",
+		"GITLEASE_REPOSITORY", "GITLEASE_BASE_REF", "GITLEASE_HEAD_REF", "GITLEASE_HEAD_SHA",
+		"GITLEASE_PR_NUMBER", "GITLEASE_PR_URL", "GITLEASE_INSTALLATION_ID", "GITLEASE_DISPATCH",
+	}
+	env := make([]string, 0, len(names))
+	for _, n := range names {
+		env = append(env, n+"="+v[n]) // always set, empty when unknown
+	}
+	return env
+}
+
+// tailBuffer keeps the last max bytes written to it: a command's combined
+// output, of which only the end goes into the check run.
+type tailBuffer struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	dropped bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.dropped = true
+	}
+	return len(p), nil
+}
+
+// String is the tail as text Postgres and GitHub accept: valid UTF-8, no
+// NUL bytes, and, when earlier output was dropped, starting at a line.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	s := string(t.buf)
+	dropped := t.dropped
+	t.mu.Unlock()
+	if i := strings.IndexByte(s, '\n'); dropped && i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, ""), "\x00", "")
+	return strings.TrimRight(s, "\n")
+}
+
+// errShutdown is why a job stopped its command when the worker stopped
+// and the grace period ran out.
+var errShutdown = errors.New("worker shutting down")
+
+// lostError is why a job stopped: the queue no longer counts its lease
+// (the subject was closed, the lease expired, or another owner recovered it).
+type lostError struct {
+	Outcome queue.Outcome
+	Reason  string
+}
+
+func (e *lostError) Error() string {
+	return fmt.Sprintf("lease lost (%s): %s", e.Outcome, e.Reason)
+}
+
+// job runs one leased item.
+type job struct {
+	w        *Worker
+	entryID  string
+	dispatch json.RawMessage
+	meta     githubMeta
+	isGitHub bool
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	fence queue.Fence
+
+	lost     chan struct{} // closed when the lease is lost
+	lostOnce sync.Once
+	lostErr  *lostError
+}
+
+func newJob(w *Worker, fe queue.FencedEntry) *job {
+	j := &job{w: w, entryID: fe.Execution.QueueLease.EntryID, dispatch: fe.Entry.SubjectDispatch, fence: fe.Execution,
+		lost: make(chan struct{})}
+	j.meta, j.isGitHub = metaOf(fe.Entry.SubjectDispatch)
+	attrs := []any{"entry_id", j.entryID, // owner_id comes with the worker's logger
+		"lease_generation", fe.Execution.QueueLease.Generation, "workflow_id", fe.Execution.WorkflowID}
+	if s := fe.Execution.Subject; s != nil {
+		attrs = append(attrs, "qualified_id", s.QualifiedID, "generation", s.Generation)
+	}
+	j.log = w.logger.With(attrs...)
+	return j
+}
+
+func (j *job) currentFence() queue.Fence {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.fence
+}
+
+func (j *job) lose(outcome queue.Outcome, reason string) {
+	j.lostOnce.Do(func() {
+		j.lostErr = &lostError{Outcome: outcome, Reason: reason}
+		close(j.lost)
+	})
+}
+
+// run takes the item from lease to its end. It never returns before the
+// command has exited.
+func (j *job) run() {
+	ctx := j.w.base
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		j.renewLoop(renewCtx)
+	}()
+	defer func() {
+		stopRenew()
+		<-renewed
+	}()
+	j.log.InfoContext(ctx, "work item started")
+
+	prov, err := j.awaitProvisioning(ctx)
+	if err == nil {
+		var status, note string
+		status, note, err = j.execute(ctx, prov)
+		if err == nil {
+			j.complete(ctx, status, note)
+			return
+		}
+	}
+	var lost *lostError
+	switch {
+	case errors.As(err, &lost) && lost.Reason == queue.ReasonSubjectClosed:
+		// The queue already finished the item cancelled; nothing to do.
+		j.log.InfoContext(ctx, "work item cancelled: its subject was closed")
+	case errors.As(err, &lost):
+		// Usually another owner has the item now and this release is a
+		// no-op; but if the lease only expired and nobody recovered it,
+		// this puts it back to pending at once.
+		j.log.WarnContext(ctx, "work item stopped: lease lost", "outcome", lost.Outcome, "reason", lost.Reason)
+		j.release(ctx, reasonLeaseLostPrefix+lost.Reason)
+	case errors.Is(err, errShutdown):
+		j.release(ctx, ReasonShutdown)
+	default:
+		j.log.ErrorContext(ctx, "work item interrupted", "err", err)
+		j.release(ctx, err.Error())
+	}
+}
+
+// renewEvery is the renew cadence: a third of the lease TTL, so two
+// renewals in a row may fail before the lease expires.
+func (j *job) renewEvery() time.Duration {
+	if d := j.w.cfg.RenewEvery; d > 0 {
+		return d
+	}
+	if j.w.ttl > 0 {
+		return max(j.w.ttl/3, 100*time.Millisecond)
+	}
+	// A remote worker does not know the server's TTL: it reads it off the
+	// lease, within bounds in case the clocks disagree.
+	f := j.currentFence()
+	return min(max(time.Until(f.QueueLease.ExpiresAt.Time)/3, time.Second), 10*time.Minute)
+}
+
+// renewLoop renews the lease until ctx ends or the lease is lost. A renew
+// that gets no answer is retried sooner; any answer but applied loses the
+// lease.
+func (j *job) renewLoop(ctx context.Context) {
+	every := j.renewEvery()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		callCtx, cancel := context.WithTimeout(ctx, min(rpcTimeout, every))
+		res, err := j.w.q.Renew(callCtx, queue.RenewParams{Execution: j.currentFence()})
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			j.log.WarnContext(ctx, "lease renew failed; retrying", "err", err)
+			t.Reset(min(every, 2*time.Second))
+			continue
+		case res.Outcome == queue.OutcomeApplied || res.Outcome == queue.OutcomeAlreadyApplied:
+			if res.Execution != nil {
+				j.mu.Lock()
+				j.fence = *res.Execution
+				j.mu.Unlock()
+			}
+			t.Reset(every)
+		default:
+			j.lose(res.Outcome, res.Reason)
+			return
+		}
+	}
+}
+
+// awaitProvisioning waits, for an issue item from GitHub, until its branch
+// and pull request are recorded, and returns them. It gives up waiting after
+// ProvisionWait and returns nil: the command then runs without them (the
+// outbox keeps trying; releasing would only lease the item again into the
+// same wait). It returns a *lostError when the item moved on, errShutdown
+// when the worker stops meanwhile.
+func (j *job) awaitProvisioning(ctx context.Context) (*queue.Provisioning, error) {
+	if !j.isGitHub || j.meta.Kind != "github_issue" {
+		return nil, nil
+	}
+	deadline := time.NewTimer(j.w.cfg.ProvisionWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(provisionPoll)
+	defer tick.Stop()
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		v, err := j.w.q.Entry(callCtx, j.entryID)
+		cancel()
+		f := j.currentFence()
+		switch {
+		case isNotFound(err):
+			return nil, &lostError{Outcome: queue.OutcomeNotFound, Reason: "queue entry does not exist"}
+		case err != nil:
+			j.log.WarnContext(ctx, "reading the item's provisioning failed; retrying", "err", err)
+		case v.Status == queue.StatusCancelled:
+			return nil, &lostError{Outcome: queue.OutcomeNotAssigned, Reason: queue.ReasonSubjectClosed}
+		case v.Status != queue.StatusAssigned || v.Execution == nil || v.Execution.QueueLease == nil ||
+			v.Execution.QueueLease.Generation != f.QueueLease.Generation || v.Execution.QueueLease.OwnerID != f.QueueLease.OwnerID:
+			return nil, &lostError{Outcome: queue.OutcomeStaleFence, Reason: "queue entry is " + v.Status + " under another lease"}
+		case v.Provisioning != nil && v.Provisioning.Branch != "":
+			return v.Provisioning, nil
+		}
+		select {
+		case <-j.lost:
+			return nil, j.lostErr
+		case <-j.w.stopping():
+			return nil, errShutdown
+		case <-deadline.C:
+			j.log.WarnContext(ctx, "the item's branch and pull request are not provisioned yet; running without them",
+				"waited", j.w.cfg.ProvisionWait.String())
+			return nil, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// execute runs the command, if any, and returns the outcome to complete
+// with and the output tail. It returns a *lostError or errShutdown when it
+// had to stop the command.
+func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, note string, err error) {
+	cfg := j.w.cfg
+	select {
+	case <-j.lost:
+		return "", "", j.lostErr
+	default:
+	}
+	if cfg.Exec == "" {
+		return queue.StatusCompleted, "", nil
+	}
+	select {
+	case <-j.w.stopping():
+		// Leased as the worker stopped: do not start what has no time to run.
+		return "", "", errShutdown
+	default:
+	}
+	tail := &tailBuffer{max: cfg.OutputTail}
+	// The built-in worker hands out only the item's installation token; a
+	// remote worker passes on the GITHUB_TOKEN of its own environment.
+	env := childEnv(cfg.Env, j.w.remote, itemEnv(j.currentFence(), j.dispatch, j.meta, prov))
+	if j.w.gh != nil && j.meta.InstallationID > 0 {
+		tokCtx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		tok, err := j.w.gh.Token(tokCtx, j.meta.InstallationID)
+		cancel()
+		if err != nil {
+			// Run anyway: the command decides whether it can do without,
+			// and what it prints explains a failure in the check run.
+			j.log.WarnContext(ctx, "no installation token for the command", "installation_id", j.meta.InstallationID, "err", err)
+			fmt.Fprintf(tail, "gitlease: no installation token (GITHUB_TOKEN) for this run: %v\n", err)
+		} else {
+			env = append(env, "GITHUB_TOKEN="+tok)
+		}
+	}
+	cmd := exec.Command("sh", "-c", cfg.Exec)
+	cmd.Env = env
+	cmd.Stdout = tail
+	cmd.Stderr = tail
+	// Its own process group, so stopping it stops what it started too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A background child that keeps the output open must not hold the job.
+	cmd.WaitDelay = cfg.KillAfter
+	if err := cmd.Start(); err != nil {
+		return queue.StatusFailed, fmt.Sprintf("gitlease: could not start the command: %v", err), nil
+	}
+	j.log.InfoContext(ctx, "command started", "pid", cmd.Process.Pid)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var graceOver <-chan time.Time
+	stopping := j.w.stopping()
+	for {
+		select {
+		case werr := <-done:
+			return j.exited(ctx, werr, tail)
+		case <-j.lost:
+			j.terminate(ctx, cmd, done)
+			return "", "", j.lostErr
+		case <-stopping:
+			stopping = nil
+			t := time.NewTimer(cfg.Grace)
+			defer t.Stop()
+			graceOver = t.C
+			j.log.InfoContext(ctx, "worker stopping: the command has a grace period to finish", "grace", cfg.Grace.String())
+		case <-graceOver:
+			j.terminate(ctx, cmd, done)
+			return "", "", errShutdown
+		}
+	}
+}
+
+// exited turns the command's exit into an outcome.
+func (j *job) exited(ctx context.Context, werr error, tail *tailBuffer) (status, note string, err error) {
+	var exitErr *exec.ExitError
+	switch {
+	case werr == nil || errors.Is(werr, exec.ErrWaitDelay):
+		j.log.InfoContext(ctx, "command succeeded")
+		return queue.StatusCompleted, tail.String(), nil
+	case errors.As(werr, &exitErr):
+		j.log.InfoContext(ctx, "command failed", "exit", exitErr.ExitCode(), "status", exitErr.String())
+		fmt.Fprintf(tail, "\ngitlease: the command ended with %s\n", exitErr.String())
+	default:
+		j.log.WarnContext(ctx, "waiting for the command failed", "err", werr)
+		fmt.Fprintf(tail, "\ngitlease: %v\n", werr)
+	}
+	return queue.StatusFailed, tail.String(), nil
+}
+
+// terminate stops the command's process group: SIGTERM, then SIGKILL if it
+// has not exited after KillAfter. It returns once the command has exited.
+func (j *job) terminate(ctx context.Context, cmd *exec.Cmd, done <-chan error) {
+	pgid := cmd.Process.Pid
+	j.log.InfoContext(ctx, "stopping the command", "pid", pgid)
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	t := time.NewTimer(j.w.cfg.KillAfter)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	j.log.WarnContext(ctx, "the command ignored SIGTERM; killing it", "pid", pgid)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-done
+}
+
+// complete records the outcome, retrying a call that got no answer.
+func (j *job) complete(ctx context.Context, status, note string) {
+	res, err := j.finish(ctx, "complete", func(ctx context.Context) (queue.MutationResult, error) {
+		return j.w.q.Complete(ctx, queue.CompleteParams{Execution: j.currentFence(), Status: status, Note: note})
+	})
+	switch {
+	case err != nil:
+		// The lease expires and is recovered: the work runs again.
+		j.log.ErrorContext(ctx, "could not record the outcome", "status", status, "err", err)
+	case (res.Outcome == queue.OutcomeApplied || res.Outcome == queue.OutcomeAlreadyApplied) && j.w.remote && note != "":
+		// Completion over /rpc carries no note: the output tail is only here.
+		j.log.InfoContext(ctx, "work item finished", "status", status, "output_tail", note)
+	case res.Outcome == queue.OutcomeApplied || res.Outcome == queue.OutcomeAlreadyApplied:
+		j.log.InfoContext(ctx, "work item finished", "status", status)
+	default:
+		j.log.WarnContext(ctx, "outcome not recorded: the item moved on", "status", status, "outcome", res.Outcome, "reason", res.Reason)
+	}
+}
+
+// release returns the item to pending, retrying a call that got no answer.
+func (j *job) release(ctx context.Context, reason string) {
+	res, err := j.finish(ctx, "release", func(ctx context.Context) (queue.MutationResult, error) {
+		return j.w.q.ReleasePending(ctx, queue.ReleasePendingParams{Execution: j.currentFence(), Reason: reason})
+	})
+	switch {
+	case err != nil:
+		j.log.ErrorContext(ctx, "could not release the item to pending", "reason", reason, "err", err)
+	case res.Outcome == queue.OutcomeApplied || res.Outcome == queue.OutcomeAlreadyApplied:
+		j.log.InfoContext(ctx, "work item released to pending", "reason", reason)
+	default:
+		j.log.DebugContext(ctx, "release not applied: the item moved on", "outcome", res.Outcome, "reason", res.Reason)
+	}
+}
+
+// finish runs a finishing call with retries, within finishTimeout in all.
+// The context is never the worker's stop signal: a stopping worker must
+// still record what its commands did.
+func (j *job) finish(ctx context.Context, what string, call func(context.Context) (queue.MutationResult, error)) (queue.MutationResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	backoff := 250 * time.Millisecond
+	for {
+		res, err := call(ctx)
+		var (
+			invalid *queue.InvalidError
+			rpcErr  *RPCError
+		)
+		if err == nil || errors.As(err, &invalid) || (errors.As(err, &rpcErr) && rpcErr.Code != rpc.CodeInternal) {
+			return res, err // an answer: asking again changes nothing
+		}
+		j.log.WarnContext(ctx, what+" failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("%s work item: %w", what, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 4*time.Second)
+	}
+}

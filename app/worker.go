@@ -1,0 +1,433 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gitlease/gitlease/queue"
+)
+
+// BuiltinOwnerPrefix starts the owner ID of every built-in worker
+// ("gitlease-serve/<instance>"). The Sweeper recovers expired leases of
+// these owners only; an outside worker must not use the prefix.
+const BuiltinOwnerPrefix = "gitlease-serve/"
+
+// NotifyChannel is the Postgres channel a trigger notifies whenever a work
+// item becomes pending (created, or released back).
+const NotifyChannel = "gitlease_work"
+
+// MaxWorkerSlots is the most items one worker runs at once.
+const MaxWorkerSlots = queue.MaxLeaseBatch
+
+// WorkerConfig configures a Worker. Zero fields take the defaults shown.
+type WorkerConfig struct {
+	// Slots is how many items run at once, 1..5 (GITLEASE_WORKER_SLOTS).
+	Slots int
+	// Exec is the shell command (sh -c) run per item (GITLEASE_WORKER_EXEC).
+	// Empty: each item completes once provisioned.
+	Exec string
+	// OwnerID is the lease owner: gitlease-serve/<instance> for the
+	// built-in worker. Required.
+	OwnerID string
+	// Poll is how long the worker waits for a wake-up (a NOTIFY, a freed
+	// slot) before it tries to lease anyway; 5s.
+	Poll time.Duration
+	// ProvisionWait is how long an issue item waits for its branch and
+	// pull request before its command runs without them; 5m.
+	ProvisionWait time.Duration
+	// Grace is how long running commands may go on finishing after the
+	// worker starts to stop; 25s. Later they are stopped and their items
+	// released to pending.
+	Grace time.Duration
+	// KillAfter is how long a stopped command has between SIGTERM and
+	// SIGKILL; 5s.
+	KillAfter time.Duration
+	// OutputTail is how many bytes of a command's combined output are kept
+	// as the item's note (shown in its check run); 4 KiB.
+	OutputTail int
+	// RenewEvery overrides the renew cadence, a third of the lease TTL.
+	RenewEvery time.Duration
+	// Env is the environment commands inherit (minus the server's
+	// secrets); os.Environ() when nil.
+	Env []string
+}
+
+func (c *WorkerConfig) defaults() {
+	if c.Poll <= 0 {
+		c.Poll = 5 * time.Second
+	}
+	if c.ProvisionWait <= 0 {
+		c.ProvisionWait = 5 * time.Minute
+	}
+	if c.Grace <= 0 {
+		c.Grace = 25 * time.Second
+	}
+	if c.KillAfter <= 0 {
+		c.KillAfter = 5 * time.Second
+	}
+	if c.OutputTail <= 0 {
+		c.OutputTail = 4 << 10
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+}
+
+func (c *WorkerConfig) validate() error {
+	if c.Slots < 1 || c.Slots > MaxWorkerSlots {
+		return fmt.Errorf("worker slots must be 1..%d, not %d", MaxWorkerSlots, c.Slots)
+	}
+	if strings.TrimSpace(c.OwnerID) == "" {
+		return errors.New("worker owner ID must not be blank")
+	}
+	return nil
+}
+
+// Worker leases work items into free slots and runs each: it keeps the
+// lease renewed, waits for an issue item's branch and pull request, runs
+// Exec with the item in its environment, and completes the item from the
+// exit status (or stops the command when the queue says the item was
+// cancelled). The built-in worker (NewWorker) leases from the Store and
+// wakes on Postgres NOTIFY; the remote one (NewRemoteWorker) leases over
+// /rpc and polls. It is safe for concurrent use.
+type Worker struct {
+	q      leaser
+	ttl    time.Duration  // the lease TTL, when known (built-in)
+	pool   *pgxpool.Pool  // for LISTEN; nil for a remote worker
+	gh     *Installations // installation tokens; nil: none
+	remote bool
+	cfg    WorkerConfig
+	logger *slog.Logger
+
+	wake chan struct{} // a coalesced "try to lease now"
+
+	// leaseMu serialises taking slots (a lease call, Resume), so the two
+	// never fill the same free slot.
+	leaseMu sync.Mutex
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	busy     int             // slots taken by running jobs
+	running  map[string]bool // entry IDs with a job
+	lctx     context.Context // ends when leasing stops
+	cancel   context.CancelFunc
+	base     context.Context // never cancelled by Stop: jobs' queue calls
+	loopDone chan struct{}
+	jobs     sync.WaitGroup
+}
+
+// NewWorker returns the built-in worker: it leases from store, wakes on
+// NOTIFY gitlease_work over a connection of its own made with pool's
+// settings, and gives commands an installation token as GITHUB_TOKEN when gh
+// is not nil. It returns an error for an invalid cfg (slots outside 1..5, no
+// owner ID).
+func NewWorker(store *queue.Store, pool *pgxpool.Pool, gh *Installations, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
+	w, err := newWorker(storeLeaser{store}, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	w.ttl, w.pool, w.gh = store.LeaseTTL(), pool, gh
+	return w, nil
+}
+
+// NewRemoteWorker returns a worker that leases over /rpc through client,
+// as `gitlease worker` does. It polls for work every cfg.Poll. Commands get
+// no installation token: GITHUB_TOKEN passes through from cfg.Env. Output
+// tails are logged, not sent (completion over /rpc carries no note). It
+// returns an error for an invalid cfg, and for an owner ID under
+// BuiltinOwnerPrefix, which the sweepers of serve would take over.
+func NewRemoteWorker(client *RPCClient, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
+	if strings.HasPrefix(cfg.OwnerID, BuiltinOwnerPrefix) {
+		return nil, fmt.Errorf("worker owner ID %q must not start with %q: that prefix is for serve's built-in workers", cfg.OwnerID, BuiltinOwnerPrefix)
+	}
+	w, err := newWorker(client, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	w.remote = true
+	return w, nil
+}
+
+func newWorker(q leaser, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{q: q, cfg: cfg, logger: logger.With("owner_id", cfg.OwnerID),
+		wake: make(chan struct{}, 1), running: map[string]bool{}}, nil
+}
+
+// NewInstanceID names this process among the instances sharing a database:
+// the host name and a random suffix, so a restarted process never takes
+// over the leases of the one before it.
+func NewInstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	host = strings.Map(func(r rune) rune {
+		if r == '/' || r <= ' ' {
+			return '-'
+		}
+		return r
+	}, host)
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// OwnerID is the lease owner the worker leases as.
+func (w *Worker) OwnerID() string { return w.cfg.OwnerID }
+
+// Start starts leasing in the background and returns once it is set up:
+// for the built-in worker, once it listens for NOTIFY (if Postgres does not
+// answer it retries in the background, and polls meanwhile). Leasing stops
+// when ctx ends or at StopLeasing or Stop; running commands then get the
+// grace period. Queue calls that finish items do not use ctx's
+// cancellation. It returns an error if the worker was started or stopped
+// before.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.stopped {
+		return errors.New("worker already started or stopped")
+	}
+	w.started = true
+	w.base = context.WithoutCancel(ctx)
+	w.lctx, w.cancel = context.WithCancel(ctx)
+	w.loopDone = make(chan struct{})
+	listenDone := make(chan struct{})
+	if w.pool != nil {
+		conn, err := w.listen(w.lctx)
+		if err != nil {
+			w.logger.WarnContext(ctx, "cannot listen for new work yet; polling meanwhile", "err", err)
+		}
+		go func() {
+			defer close(listenDone)
+			w.listenLoop(w.lctx, conn)
+		}()
+	} else {
+		close(listenDone)
+	}
+	go func() {
+		defer close(w.loopDone)
+		w.leaseLoop(w.lctx)
+		<-listenDone
+	}()
+	w.logger.InfoContext(ctx, "worker started", "slots", w.cfg.Slots, "exec", w.cfg.Exec != "")
+	return nil
+}
+
+// StopLeasing stops taking new work and starts the grace period of running
+// commands, without waiting. Stop finishes the shutdown.
+func (w *Worker) StopLeasing() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
+
+// Stop stops leasing and waits until every job has ended: commands that
+// finish within the grace period complete their items normally; the others
+// are stopped (SIGTERM, then SIGKILL) and their items released to pending
+// (reason "shutdown") so another worker can take them at once. It is safe
+// to call more than once, or before Start.
+func (w *Worker) Stop() {
+	w.StopLeasing()
+	w.mu.Lock()
+	started, done := w.started, w.loopDone
+	w.mu.Unlock()
+	if !started {
+		return
+	}
+	<-done
+	w.jobs.Wait()
+}
+
+// Resume runs an item this worker's owner ID holds (the Sweeper recovered
+// it to this worker) if a slot is free. It reports false, and does nothing,
+// when no slot is free, the item already runs here, or the worker is not
+// running; the caller then releases the item.
+func (w *Worker) Resume(fe queue.FencedEntry) bool {
+	if fe.Execution.QueueLease == nil || fe.Execution.QueueLease.OwnerID != w.cfg.OwnerID {
+		return false
+	}
+	id := fe.Execution.QueueLease.EntryID
+	w.leaseMu.Lock() // waits for a lease call in flight to take its slots
+	defer w.leaseMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started || w.stopped || w.lctx.Err() != nil || w.busy >= w.cfg.Slots || w.running[id] {
+		return false
+	}
+	w.busy++
+	w.running[id] = true
+	w.jobs.Add(1)
+	go w.run(fe)
+	return true
+}
+
+// Running reports whether an item runs in this worker now.
+func (w *Worker) Running(entryID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running[entryID]
+}
+
+// stopping is closed once leasing stops.
+func (w *Worker) stopping() <-chan struct{} { return w.lctx.Done() }
+
+func (w *Worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// leaseLoop leases into free slots whenever something may have changed:
+// at start, on NOTIFY, when a slot frees, and every Poll.
+func (w *Worker) leaseLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-t.C:
+		}
+		next := w.cfg.Poll
+		if err := w.leaseOnce(ctx); err != nil && ctx.Err() == nil {
+			w.logger.ErrorContext(ctx, "lease failed", "err", err)
+			next = min(next, 5*time.Second)
+		}
+		t.Reset(next) // since Go 1.23, Reset leaves no stale tick behind
+	}
+}
+
+// leaseOnce leases at most the free slots' worth of items and starts a job
+// for each.
+func (w *Worker) leaseOnce(ctx context.Context) error {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	w.mu.Lock()
+	free := w.cfg.Slots - w.busy // only grows until leaseMu is released
+	w.mu.Unlock()
+	if free <= 0 || ctx.Err() != nil {
+		return nil
+	}
+
+	ids := make([]string, free)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+	}
+	// The call runs to its end even if leasing stops meanwhile: a lease
+	// that committed must reach a job, which then releases it.
+	callCtx, cancel := context.WithTimeout(w.base, rpcTimeout)
+	res, err := w.q.Lease(callCtx, queue.LeaseParams{Max: free, OwnerID: w.cfg.OwnerID, WorkflowIDs: ids})
+	cancel()
+
+	w.mu.Lock()
+	w.busy += len(res.Leased)
+	for _, fe := range res.Leased {
+		w.running[fe.Execution.QueueLease.EntryID] = true
+		w.jobs.Add(1)
+	}
+	w.mu.Unlock()
+	for _, fe := range res.Leased {
+		go w.run(fe)
+	}
+	if err != nil {
+		return fmt.Errorf("lease work items: %w", err)
+	}
+	return nil
+}
+
+// run runs one job and frees its slot.
+func (w *Worker) run(fe queue.FencedEntry) {
+	defer func() {
+		w.mu.Lock()
+		w.busy--
+		delete(w.running, fe.Execution.QueueLease.EntryID)
+		w.mu.Unlock()
+		w.poke()
+		w.jobs.Done()
+	}()
+	newJob(w, fe).run()
+}
+
+// listen opens a connection of its own (not the pool's: it stays busy
+// waiting) and LISTENs on NotifyChannel.
+func (w *Worker) listen(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("connect for LISTEN: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
+	}
+	return conn, nil
+}
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// listenLoop wakes the lease loop on every notification until ctx ends,
+// reconnecting with backoff when the connection fails.
+func (w *Worker) listenLoop(ctx context.Context, conn *pgx.Conn) {
+	backoff := time.Second
+	for {
+		if conn == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			var err error
+			if conn, err = w.listen(ctx); err != nil {
+				if ctx.Err() == nil {
+					w.logger.WarnContext(ctx, "cannot listen for new work; polling meanwhile", "err", err, "retry_in", backoff.String())
+				}
+				backoff = min(2*backoff, 30*time.Second)
+				continue
+			}
+			backoff = time.Second
+			w.poke() // notifications may have been missed while disconnected
+		}
+		_, err := conn.WaitForNotification(ctx)
+		if err == nil {
+			w.poke()
+			continue
+		}
+		closeConn(conn)
+		conn = nil
+		if ctx.Err() != nil {
+			return
+		}
+		w.logger.WarnContext(ctx, "lost the LISTEN connection; reconnecting", "err", err)
+	}
+}
