@@ -207,8 +207,7 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 		Status:     "completed",
 		Conclusion: conclusions[it.Status()],
 		Title:      fmt.Sprintf("%s: generation %d", strings.ToUpper(it.Status()[:1])+it.Status()[1:], it.Generation()),
-		Summary:    fmt.Sprintf("Generation %d of %s ended %s: %s.", it.Generation(), it.QualifiedID(), it.Status(), why),
-		Text:       noteText(it.Note()),
+		Summary:    fmt.Sprintf("Generation %d of %s ended %s: %s.", it.Generation(), it.QualifiedID(), it.Status(), why) + noteText(it.Note()),
 	})
 }
 
@@ -232,5 +231,5 @@ func noteText(note string) string {
 	if note == "" {
 		return ""
 	}
-	return "Output (last lines):\n\n```\n" + note + "\n```"
+	return "\n\nThe worker's output ended with:\n\n```\n" + note + "\n```"
 }

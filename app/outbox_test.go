@@ -188,8 +188,8 @@ func TestIssueLeaseProvisionsBranchPullRequestAndCheckRun(t *testing.T) {
 	h.complete(t, fe, queue.StatusCompleted)
 	h.drain(t, h.sender(t))
 	h.assertProvisioned(t, 42, "completed", "success")
-	if cr, _ := h.gh.CheckRun(it.CheckRunID()); !strings.Contains(cr.Text, "all good") {
-		t.Fatalf("check run text %q does not carry the worker's note", cr.Text)
+	if cr, _ := h.gh.CheckRun(it.CheckRunID()); !strings.Contains(cr.Summary, "all good") {
+		t.Fatalf("check run summary %q does not carry the worker's note", cr.Summary)
 	}
 }
 

@@ -122,10 +122,14 @@ func (c *RPCClient) Renew(ctx context.Context, p queue.RenewParams) (queue.Mutat
 	return c.mutate(ctx, "queue/v2/lease/renew", params)
 }
 
-// Complete calls queue/v2/completion. p.Note is not part of the wire
-// protocol and is not sent.
+// Complete calls gitlease/completion: queue/v2/completion plus the
+// worker's note (its output tail), which the check run shows.
 func (c *RPCClient) Complete(ctx context.Context, p queue.CompleteParams) (queue.MutationResult, error) {
-	return c.mutate(ctx, "queue/v2/completion", map[string]any{"execution": p.Execution, "status": p.Status})
+	params := map[string]any{"execution": p.Execution, "status": p.Status}
+	if p.Note != "" {
+		params["note"] = p.Note
+	}
+	return c.mutate(ctx, rpc.MethodCompletion, params)
 }
 
 // ReleasePending calls queue/v2/release_pending.

@@ -42,7 +42,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 func newQueue(t *testing.T, ttl time.Duration) (*queue.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := dbtest.New(t)
-	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl}), pool
+	// Items becoming pending wake workers through NOTIFY, as in serve.
+	n := NewNotifier(pool, testLogger(t))
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl, OnPending: n.Signal}), pool
 }
 
 // issueItem enqueues an issue item; with gh, its dispatch carries the
@@ -682,8 +688,8 @@ test "$GITLEASE_ENTRY_ID" != '`+bad+`'
 			t.Fatalf("check run of %s not concluded", id)
 		}
 		cr, _ := runFor(id)
-		if cr.Conclusion != want || !strings.Contains(cr.Text, "worked on refs/heads/gitlease/issue-") {
-			t.Errorf("check run of %s: %s/%s, text %q; want %s with the output tail", id, cr.Status, cr.Conclusion, cr.Text, want)
+		if cr.Conclusion != want || !strings.Contains(cr.Summary, "worked on refs/heads/gitlease/issue-") {
+			t.Errorf("check run of %s: %s/%s, summary %q; want %s with the output tail", id, cr.Status, cr.Conclusion, cr.Summary, want)
 		}
 	}
 	if v := gh.Violations(); len(v) != 0 {

@@ -157,11 +157,15 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, 
 		res, err = s.enqueue(ctx, tx, pe)
 		return err
 	})
+	if err == nil && res.Enqueued {
+		s.cfg.OnPending()
+	}
 	return res, err
 }
 
 // EnqueueTx is Enqueue inside the caller's transaction, so the caller can
-// record its own rows in the same commit. A lost race is retried under a
+// record its own rows in the same commit. The caller calls NotifyPending
+// after committing a created item. A lost race is retried under a
 // savepoint, so the caller's transaction stays usable after any error this
 // returns other than a database failure.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ EnqueueResult, err error) {

@@ -121,6 +121,9 @@ func (s *Store) LegacyEnqueue(ctx context.Context, d SubjectDispatch, runAt stri
 		}
 		return nil
 	})
+	if err == nil {
+		s.cfg.OnPending()
+	}
 	return res, err
 }
 
@@ -239,6 +242,7 @@ func (s *Store) lockLive(ctx context.Context, tx pgx.Tx, entryID string) (dbq.Wo
 // its workflow and lease. It returns *InvalidError for an unknown item,
 // *StaleFenceError for a v2 one and *NotAssignedError when it is not assigned.
 func (s *Store) LegacyReleasePending(ctx context.Context, entryID, reason string) error {
+	defer s.cfg.OnPending() // a spurious wake-up after a refusal costs one empty lease
 	return s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		w, err := s.lockLive(ctx, tx, entryID)
 		if errors.Is(err, ErrNotFound) {

@@ -229,6 +229,9 @@ func (s *Store) ReleasePending(ctx context.Context, p ReleasePendingParams) (_ M
 		return w, s.audit(ctx, tx, w.ID, now, "queue/v2/release_pending", StatusAssigned, StatusPending, reason)
 	})
 	res.Execution = nil // release_pending answers without a fence
+	if err == nil && res.Outcome == OutcomeApplied {
+		s.cfg.OnPending()
+	}
 	return res, err
 }
 

@@ -93,9 +93,13 @@ func (s *Store) Hold(ctx context.Context, entryID string) (Change, error) {
 // Release returns a held item to pending. Releasing a pending item changes
 // nothing; an assigned one is *NotPendingError; unknown is NotFound.
 func (s *Store) Release(ctx context.Context, entryID string) (Change, error) {
-	return s.toggle(ctx, entryID, StatusPending, func(id uuid.UUID, _ time.Time) (dbq.WorkItem, error) {
+	ch, err := s.toggle(ctx, entryID, StatusPending, func(id uuid.UUID, _ time.Time) (dbq.WorkItem, error) {
 		return s.q.WorkItemRelease(ctx, s.pool, id)
 	})
+	if err == nil && ch.Changed {
+		s.cfg.OnPending()
+	}
+	return ch, err
 }
 
 // toggle moves an item between pending and held.

@@ -38,6 +38,12 @@ type Config struct {
 	// OnOp, if set, is told how long each enqueue, lease and fenced mutation
 	// took and whether it failed (for metrics).
 	OnOp func(op string, d time.Duration, err error)
+	// OnPending, if set, is called after a commit that made an item pending
+	// (created, released or returned to pending), so idle workers can lease
+	// now rather than at their next poll. It must not block. It is called
+	// outside the transaction on purpose: a NOTIFY inside it would serialise
+	// every committing enqueue on Postgres's notification lock.
+	OnPending func()
 }
 
 // Observer is told about queue changes inside the transaction that makes
@@ -83,6 +89,9 @@ func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
 	}
 	if cfg.OnOp == nil {
 		cfg.OnOp = func(string, time.Duration, error) {}
+	}
+	if cfg.OnPending == nil {
+		cfg.OnPending = func() {}
 	}
 	return &Store{pool: pool, q: dbq.New(), cfg: cfg}
 }
@@ -178,3 +187,7 @@ func (s *Store) audit(ctx context.Context, tx dbq.DBTX, id uuid.UUID, at time.Ti
 func (s *Store) timed(op string, start time.Time, err *error) {
 	s.cfg.OnOp(op, time.Since(start), *err)
 }
+
+// NotifyPending tells Config.OnPending that items became pending in a
+// transaction the caller committed (after EnqueueTx).
+func (s *Store) NotifyPending() { s.cfg.OnPending() }

@@ -385,6 +385,9 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	if errors.As(err, &rb) {
 		return rb.res, nil
 	}
+	if err == nil && res.Outcome == OutcomeEnqueued {
+		h.store.NotifyPending() // committed: wake idle workers
+	}
 	return res, err
 }
 

@@ -93,7 +93,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	outbox := app.NewOutbox(nil, logger)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp})
+	notifier := app.NewNotifier(pool, logger)
+	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer notifier.Stop()
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
 		sender := app.NewSender(pool, gh, app.SenderConfig{}, logger)
@@ -209,7 +214,12 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if _, err := db.Migrate(ctx, pool); err != nil {
 		return err
 	}
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL})
+	notifier := app.NewNotifier(pool, logger) // wakes serve's workers for items enqueued here
+	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer notifier.Stop()
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, OnPending: notifier.Signal})
 	session := rpc.NewStdioSession(rpc.NewHandler(store, version, logger), stdout)
 	return session.Serve(ctx, stdin)
 }

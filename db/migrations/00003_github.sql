@@ -13,20 +13,6 @@ ALTER TABLE work_items
     -- What the worker said when it finished (the tail of its output).
     ADD COLUMN result_note text;
 
--- Workers LISTEN on gitlease_work: an item became pending (created or
--- released), so a free slot should lease now rather than at its next poll.
--- +goose StatementBegin
-CREATE FUNCTION work_items_notify_pending() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('gitlease_work', '');
-    RETURN NULL;
-END;
-$$;
--- +goose StatementEnd
-CREATE TRIGGER work_items_pending_notify
-    AFTER INSERT OR UPDATE OF status ON work_items
-    FOR EACH ROW WHEN (NEW.status = 'pending')
-    EXECUTE FUNCTION work_items_notify_pending();
 
 -- The GitHub outbox: every GitHub write, committed with the queue change
 -- that causes it, drained by senders in any number of processes. Rows of one

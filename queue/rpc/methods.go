@@ -32,8 +32,14 @@ func Methods() []string {
 	return append(m, "health/check")
 }
 
-// MethodEntryGet is gitlease's read method for outside workers.
-const MethodEntryGet = "gitlease/entry/get"
+// gitlease's own methods for outside workers, beside the protocol's.
+const (
+	// MethodEntryGet reads any item with its provisioning and check run.
+	MethodEntryGet = "gitlease/entry/get"
+	// MethodCompletion is queue/v2/completion with an optional "note" (the
+	// worker's output tail, shown in the item's check run).
+	MethodCompletion = "gitlease/completion"
+)
 
 type handlerFunc func(ctx context.Context, params json.RawMessage) (any, error)
 
@@ -73,6 +79,7 @@ func NewHandler(store *queue.Store, version string, logger *slog.Logger) *Handle
 		"queue/release_pending":    h.legacyReleasePending,
 		"queue/completion":         h.legacyCompletion,
 		MethodEntryGet:             h.entryGet,
+		MethodCompletion:           h.noteCompletion,
 	}
 	return h
 }
@@ -253,6 +260,32 @@ func (h *Handler) v2Completion(ctx context.Context, params json.RawMessage) (any
 		return nil, err
 	}
 	return h.store.Complete(ctx, queue.CompleteParams{Execution: *p.Execution, Status: *p.Status})
+}
+
+type noteCompletionParams struct {
+	Execution   *queue.Fence `json:"execution"`
+	Status      *string      `json:"status"`
+	WorkflowRef *string      `json:"workflow_ref,omitempty"`
+	Note        *string      `json:"note,omitempty"`
+}
+
+func (h *Handler) noteCompletion(ctx context.Context, params json.RawMessage) (any, error) {
+	const m = MethodCompletion
+	var p noteCompletionParams
+	if err := queue.DecodeStrict(params, &p, m); err != nil {
+		return nil, err
+	}
+	if err := required(m, "execution", p.Execution); err != nil {
+		return nil, err
+	}
+	if err := required(m, "status", p.Status); err != nil {
+		return nil, err
+	}
+	cp := queue.CompleteParams{Execution: *p.Execution, Status: *p.Status}
+	if p.Note != nil {
+		cp.Note = *p.Note
+	}
+	return h.store.Complete(ctx, cp)
 }
 
 type releasePendingParams struct {
