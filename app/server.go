@@ -54,6 +54,7 @@ func NewServer(cfg ServerConfig, pool *pgxpool.Pool, rpcHandler *rpc.Handler, lo
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{cfg: cfg, pool: pool, rpc: rpcHandler, logger: logger, echo: e}
+	e.Use(requestLog(logger))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.POST("/rpc", s.handleRPC)

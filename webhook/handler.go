@@ -160,28 +160,28 @@ func NewHandler(store *queue.Store, verifier *Verifier, mapper *Mapper, logger *
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		h.reject(w, h.logger, http.StatusMethodNotAllowed, "", "webhook deliveries are POSTed")
+		h.reject(w, r, h.logger, http.StatusMethodNotAllowed, "", "webhook deliveries are POSTed")
 		return
 	}
 	body, status, msg := readBody(w, r)
 	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
 	logger := h.logger.With("delivery_id", deliveryID, "event", event)
 	if status != 0 {
-		h.reject(w, logger, status, deliveryID, msg)
+		h.reject(w, r, logger, status, deliveryID, msg)
 		return
 	}
 	if msg := checkHeaders(event, deliveryID); msg != "" {
-		h.reject(w, logger, http.StatusBadRequest, deliveryID, msg)
+		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, msg)
 		return
 	}
 	secretIndex, err := h.verifier.Verify(r.Header.Get(SignatureHeader), body)
 	if err != nil {
-		h.reject(w, logger, http.StatusUnauthorized, deliveryID, err.Error())
+		h.reject(w, r, logger, http.StatusUnauthorized, deliveryID, err.Error())
 		return
 	}
 	payload, err := DecodeBody(r.Header.Get("Content-Type"), body)
 	if err != nil {
-		h.reject(w, logger, http.StatusBadRequest, deliveryID, err.Error())
+		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, err.Error())
 		return
 	}
 	lookupCtx, cancel := context.WithTimeout(r.Context(), h.cfg.LookupTimeout)
@@ -191,15 +191,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var lerr *LookupError
 	switch {
 	case errors.As(err, &perr):
-		h.reject(w, logger, http.StatusBadRequest, deliveryID, perr.Error())
+		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, perr.Error())
 		return
 	case errors.As(err, &lerr):
-		logger.Warn("webhook delivery not recorded: pull request lookup failed", "err", lerr)
-		h.reject(w, logger, http.StatusServiceUnavailable, deliveryID, "could not look the pull request up on GitHub; redeliver later")
+		logger.WarnContext(r.Context(), "webhook delivery not recorded: pull request lookup failed", "err", lerr)
+		h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "could not look the pull request up on GitHub; redeliver later")
 		return
 	case err != nil:
-		logger.Error("webhook delivery not recorded: mapping failed", "err", err)
-		h.reject(w, logger, http.StatusInternalServerError, deliveryID, "internal error")
+		logger.ErrorContext(r.Context(), "webhook delivery not recorded: mapping failed", "err", err)
+		h.reject(w, r, logger, http.StatusInternalServerError, deliveryID, "internal error")
 		return
 	}
 	if dec.Facts.InstallationID != nil {
@@ -216,16 +216,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		if unavailable(err) {
-			logger.Error("webhook delivery not recorded: database unavailable", "err", err)
-			h.reject(w, logger, http.StatusServiceUnavailable, deliveryID, "database unavailable; redeliver later")
+			logger.ErrorContext(r.Context(), "webhook delivery not recorded: database unavailable", "err", err)
+			h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "database unavailable; redeliver later")
 			return
 		}
-		logger.Error("webhook delivery not recorded", "err", err)
-		h.reject(w, logger, http.StatusInternalServerError, deliveryID, "internal error")
+		logger.ErrorContext(r.Context(), "webhook delivery not recorded", "err", err)
+		h.reject(w, r, logger, http.StatusInternalServerError, deliveryID, "internal error")
 		return
 	}
 	if res.Error != "" {
-		h.reject(w, logger, res.Status(), deliveryID, res.Error)
+		h.reject(w, r, logger, res.Status(), deliveryID, res.Error)
 		return
 	}
 	attrs := []any{"outcome", res.Outcome, "secret_index", secretIndex}
@@ -241,7 +241,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if res.Reason != "" {
 		attrs = append(attrs, "reason", res.Reason)
 	}
-	logger.Info("webhook delivery", attrs...)
+	logger.InfoContext(r.Context(), "webhook delivery", attrs...)
 	writeJSON(w, res.Status(), res.Response)
 	h.answered(string(res.Outcome))
 }
@@ -296,9 +296,9 @@ func printable(s string) bool {
 	return true
 }
 
-func (h *Handler) reject(w http.ResponseWriter, logger *slog.Logger, status int, deliveryID, msg string) {
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, logger *slog.Logger, status int, deliveryID, msg string) {
 	if status < 500 {
-		logger.Info("webhook delivery rejected", "status", status, "reason", msg)
+		logger.InfoContext(r.Context(), "webhook delivery rejected", "status", status, "reason", msg)
 	}
 	writeJSON(w, status, Response{DeliveryID: deliveryID, Error: msg})
 	switch {

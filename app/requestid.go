@@ -1,0 +1,68 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+)
+
+// requestIDKey carries a request's ID in its context.
+type requestIDKey struct{}
+
+// RequestID returns the request ID stored in ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// LogHandler wraps a slog.Handler so that every record logged with a
+// request's context (InfoContext and friends) carries its request_id.
+type LogHandler struct{ slog.Handler }
+
+// Handle implements slog.Handler.
+func (h LogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := RequestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h LogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return LogHandler{h.Handler.WithAttrs(as)}
+}
+
+// WithGroup implements slog.Handler.
+func (h LogHandler) WithGroup(name string) slog.Handler { return LogHandler{h.Handler.WithGroup(name)} }
+
+// requestLog gives every request an ID (the caller's X-Request-Id when it
+// sent a sane one), echoes it in the response, puts it in the request's
+// context for log lines, and logs the request once it is answered.
+func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			id := req.Header.Get(echo.HeaderXRequestID)
+			if id == "" || len(id) > 128 {
+				id = uuid.NewString()
+			}
+			c.Response().Header().Set(echo.HeaderXRequestID, id)
+			ctx := context.WithValue(req.Context(), requestIDKey{}, id)
+			c.SetRequest(req.WithContext(ctx))
+			start := time.Now()
+			err := next(c)
+			if err != nil {
+				c.Error(err)
+			}
+			if c.Path() != "/healthz" && c.Path() != "/metrics" { // probes would drown the log
+				logger.LogAttrs(ctx, slog.LevelInfo, "http request",
+					slog.String("method", req.Method), slog.String("route", c.Path()),
+					slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))
+			}
+			return nil
+		}
+	}
+}
