@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -164,115 +163,79 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, 
 }
 
 // EnqueueTx is Enqueue inside the caller's transaction, so the caller can
-// record its own rows in the same commit. The caller calls NotifyPending
-// after committing a created item. A lost race is retried under a
-// savepoint, so the caller's transaction stays usable after any error this
-// returns other than a database failure.
+// record its own rows in the same commit. A typed rejection leaves tx
+// usable. A lost race with a concurrent writer aborts tx and returns an
+// error for which IsRetryable is true: the caller runs its transaction
+// again, which then answers from the winner. The caller calls NotifyPending
+// after committing a created item.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ EnqueueResult, err error) {
 	defer s.timed("enqueue", time.Now(), &err)
 	pe, err := prepareEnqueue(p)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
-	for attempt := 0; ; attempt++ {
-		var res EnqueueResult
-		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-			res, err = s.enqueue(ctx, sp, pe)
-			return err
-		})
-		if err == nil || !isUniqueViolation(err) || attempt >= maxConflictRetries {
-			return res, err
-		}
-	}
+	return s.enqueue(ctx, tx, pe)
 }
 
+// IsRetryable reports whether err is a lost race on one of the queue's
+// unique indexes, after which running the transaction again succeeds or
+// answers from the winner.
+func IsRetryable(err error) bool { return isUniqueViolation(err) }
+
+// enqueue decides from one snapshot of the key's item, the subject's live
+// blocker and the reservation's holder, then creates the item with its next
+// generation in one statement.
 func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (EnqueueResult, error) {
 	now := s.now()
 	if err := s.sweep(ctx, tx, now); err != nil {
 		return EnqueueResult{}, err
 	}
-	if res, found, err := s.replay(ctx, tx, pe); found || err != nil {
-		return res, err
+	args := dbq.WorkItemEnqueueBlockersParams{IdempotencyKey: pe.key, CanonicalID: pe.canonicalID}
+	if pe.res != nil {
+		args.Repository, args.HeadRef = pe.res.Repository, pe.res.HeadRef
 	}
-	res, err := s.create(ctx, tx, pe, now)
-	var sc *SubjectCollisionError
-	var rc *ReservationCollisionError
-	if pe.key != "" && (errors.As(err, &sc) || errors.As(err, &rc)) {
-		// The blocker may be this key's own item, committed by a concurrent
-		// call after our first look: then this is a replay, not a collision.
-		if res, found, rerr := s.replay(ctx, tx, pe); found || rerr != nil {
-			return res, rerr
+	blockers, err := s.q.WorkItemEnqueueBlockers(ctx, tx, args)
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("look up enqueue blockers: %w", err)
+	}
+	by := map[string]dbq.WorkItem{}
+	for _, b := range blockers {
+		by[b.Why] = b.WorkItem
+	}
+	if bound, ok := by["key"]; ok {
+		if deref(bound.RequestHash) != pe.hash {
+			return EnqueueResult{}, &IdempotencyConflictError{Key: pe.key}
 		}
+		return EnqueueResult{Enqueued: false, EntryID: bound.ID.String(), Subject: SubjectGeneration{
+			QualifiedID: deref(bound.CanonicalID), Generation: uint64(derefInt(bound.SubjectGeneration)),
+		}}, nil
 	}
-	return res, err
-}
-
-// replay answers from the item already bound to pe's key, if there is one.
-func (s *Store) replay(ctx context.Context, tx dbq.DBTX, pe preparedEnqueue) (EnqueueResult, bool, error) {
-	if pe.key == "" {
-		return EnqueueResult{}, false, nil
-	}
-	bound, err := s.q.WorkItemGetByKey(ctx, tx, pe.key)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return EnqueueResult{}, false, nil
-	case err != nil:
-		return EnqueueResult{}, false, fmt.Errorf("look up idempotency key: %w", err)
-	case deref(bound.RequestHash) != pe.hash:
-		return EnqueueResult{}, true, &IdempotencyConflictError{Key: pe.key}
-	}
-	return EnqueueResult{Enqueued: false, EntryID: bound.ID.String(), Subject: SubjectGeneration{
-		QualifiedID: deref(bound.CanonicalID), Generation: uint64(derefInt(bound.SubjectGeneration)),
-	}}, true, nil
-}
-
-// create checks the live subject and the reservation, then inserts the item
-// with the subject's next generation.
-func (s *Store) create(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
-	switch blocker, err := s.q.WorkItemLiveBySubject(ctx, tx, pe.canonicalID); {
-	case err == nil:
+	if blocker, ok := by["subject"]; ok {
 		e := &SubjectCollisionError{QualifiedID: pe.canonicalID, EntryID: blocker.ID.String(), Status: blocker.Status}
 		if blocker.SubjectGeneration != nil {
 			e.Generation = ptr(uint64(*blocker.SubjectGeneration))
 		}
 		return EnqueueResult{}, e
-	case !errors.Is(err, pgx.ErrNoRows):
-		return EnqueueResult{}, fmt.Errorf("look up live subject: %w", err)
 	}
-	if pe.res != nil {
-		holder, err := s.q.WorkItemLiveByCollisionKey(ctx, tx, dbq.WorkItemLiveByCollisionKeyParams{
-			Repository: pe.res.Repository, HeadRef: pe.res.HeadRef,
-		})
-		switch {
-		case err == nil:
-			return EnqueueResult{}, &ReservationCollisionError{
-				Holder:      *Item{row: holder}.Reservation(),
-				EntryID:     holder.ID.String(),
-				QualifiedID: deref(holder.CanonicalID),
-				Generation:  uint64(derefInt(holder.SubjectGeneration)),
-				Status:      holder.Status,
-			}
-		case !errors.Is(err, pgx.ErrNoRows):
-			return EnqueueResult{}, fmt.Errorf("look up reservation holder: %w", err)
+	if holder, ok := by["reservation"]; ok {
+		return EnqueueResult{}, &ReservationCollisionError{
+			Holder:      *Item{row: holder}.Reservation(),
+			EntryID:     holder.ID.String(),
+			QualifiedID: deref(holder.CanonicalID),
+			Generation:  uint64(derefInt(holder.SubjectGeneration)),
+			Status:      holder.Status,
 		}
 	}
-	gen, err := s.q.SubjectGenerationNext(ctx, tx, pe.canonicalID)
-	if err != nil {
-		return EnqueueResult{}, fmt.Errorf("allocate subject generation: %w", err)
-	}
-	ins := dbq.WorkItemInsertParams{
-		ID:                s.cfg.NewID(),
-		IsV2:              true,
-		SubjectID:         pe.canonicalID,
-		CanonicalID:       &pe.canonicalID,
-		SubjectGeneration: &gen,
-		Dispatch:          pe.dispatch,
-		EnqueuedAt:        now,
-		RunAt:             pe.runAt,
-		RunAtTime:         pe.runAtTime,
-		ExpireAfterSecs:   pe.expireAfter,
-		ExpiresAfter:      pe.expiresAt,
-		RequestHash:       &pe.hash,
+	ins := dbq.WorkItemInsertNextGenerationParams{
+		ID:              s.cfg.NewID(),
+		CanonicalID:     pe.canonicalID,
+		Dispatch:        pe.dispatch,
+		EnqueuedAt:      now,
+		RunAt:           pe.runAt,
+		RunAtTime:       pe.runAtTime,
+		ExpireAfterSecs: pe.expireAfter,
+		ExpiresAfter:    pe.expiresAt,
+		RequestHash:     &pe.hash,
 	}
 	if pe.taskID != "" {
 		ins.TaskID = &pe.taskID
@@ -283,7 +246,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now t
 	if pe.res != nil {
 		ins.Repository, ins.BaseRef, ins.HeadRef = &pe.res.Repository, &pe.res.BaseRef, &pe.res.HeadRef
 	}
-	row, err := s.q.WorkItemInsert(ctx, tx, ins)
+	row, err := s.q.WorkItemInsertNextGeneration(ctx, tx, ins)
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}
@@ -291,6 +254,6 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now t
 		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
 	}
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
-		QualifiedID: pe.canonicalID, Generation: uint64(gen),
+		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
 	}}, nil
 }

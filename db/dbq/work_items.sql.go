@@ -292,6 +292,104 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 	return i, err
 }
 
+const workItemEnqueueBlockers = `-- name: WorkItemEnqueueBlockers :many
+(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.installation_id, k.head_sha, k.check_run_id, k.branch, k.pr_number, k.pr_url, k.provisioned_generation, k.result_note FROM work_items k
+ WHERE $1::text <> '' AND k.idempotency_key = $1::text)
+UNION ALL
+(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.installation_id, s.head_sha, s.check_run_id, s.branch, s.pr_number, s.pr_url, s.provisioned_generation, s.result_note FROM work_items s
+ WHERE s.canonical_id = $2::text
+   AND s.status IN ('pending', 'assigned', 'held')
+   AND (s.subject_generation IS NOT NULL OR s.status IN ('pending', 'held'))
+ ORDER BY s.subject_generation DESC NULLS LAST, s.position
+ LIMIT 1)
+UNION ALL
+(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.installation_id, r.head_sha, r.check_run_id, r.branch, r.pr_number, r.pr_url, r.provisioned_generation, r.result_note FROM work_items r
+ WHERE $3::text <> ''
+   AND r.collision_key = lower(btrim($4::text)) || E'\n' || $3::text
+   AND r.status IN ('pending', 'assigned', 'held')
+ LIMIT 1)
+`
+
+type WorkItemEnqueueBlockersParams struct {
+	IdempotencyKey string
+	CanonicalID    string
+	HeadRef        string
+	Repository     string
+}
+
+type WorkItemEnqueueBlockersRow struct {
+	Why      string
+	WorkItem WorkItem
+}
+
+// Everything that decides an enqueue, read in one statement (one snapshot):
+// the item bound to the key, the subject's live blocker (a live v2 item,
+// highest generation first, else a pending or held legacy one), and the
+// live holder of the reservation's collision key.
+func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg WorkItemEnqueueBlockersParams) ([]WorkItemEnqueueBlockersRow, error) {
+	rows, err := db.Query(ctx, workItemEnqueueBlockers,
+		arg.IdempotencyKey,
+		arg.CanonicalID,
+		arg.HeadRef,
+		arg.Repository,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkItemEnqueueBlockersRow
+	for rows.Next() {
+		var i WorkItemEnqueueBlockersRow
+		if err := rows.Scan(
+			&i.Why,
+			&i.WorkItem.ID,
+			&i.WorkItem.Position,
+			&i.WorkItem.Status,
+			&i.WorkItem.IsV2,
+			&i.WorkItem.SubjectID,
+			&i.WorkItem.CanonicalID,
+			&i.WorkItem.SubjectGeneration,
+			&i.WorkItem.TaskID,
+			&i.WorkItem.Dispatch,
+			&i.WorkItem.EnqueuedAt,
+			&i.WorkItem.RunAt,
+			&i.WorkItem.RunAtTime,
+			&i.WorkItem.ExpireAfterSecs,
+			&i.WorkItem.ExpiresAfter,
+			&i.WorkItem.IdempotencyKey,
+			&i.WorkItem.RequestHash,
+			&i.WorkItem.Repository,
+			&i.WorkItem.BaseRef,
+			&i.WorkItem.HeadRef,
+			&i.WorkItem.CollisionKey,
+			&i.WorkItem.WorkflowID,
+			&i.WorkItem.WorkflowGeneration,
+			&i.WorkItem.LeaseOwner,
+			&i.WorkItem.LeaseGeneration,
+			&i.WorkItem.LeaseExpiresAt,
+			&i.WorkItem.AssignedAt,
+			&i.WorkItem.HeldAt,
+			&i.WorkItem.FinishedAt,
+			&i.WorkItem.CancelRequestedAt,
+			&i.WorkItem.InstallationID,
+			&i.WorkItem.HeadSha,
+			&i.WorkItem.CheckRunID,
+			&i.WorkItem.Branch,
+			&i.WorkItem.PrNumber,
+			&i.WorkItem.PrUrl,
+			&i.WorkItem.ProvisionedGeneration,
+			&i.WorkItem.ResultNote,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workItemExpiredLeases = `-- name: WorkItemExpiredLeases :many
 SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE status = 'assigned' AND lease_expires_at <= $1::timestamptz
@@ -549,55 +647,6 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 	return i, err
 }
 
-const workItemGetByKey = `-- name: WorkItemGetByKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items WHERE idempotency_key = $1::text
-`
-
-func (q *Queries) WorkItemGetByKey(ctx context.Context, db DBTX, idempotencyKey string) (WorkItem, error) {
-	row := db.QueryRow(ctx, workItemGetByKey, idempotencyKey)
-	var i WorkItem
-	err := row.Scan(
-		&i.ID,
-		&i.Position,
-		&i.Status,
-		&i.IsV2,
-		&i.SubjectID,
-		&i.CanonicalID,
-		&i.SubjectGeneration,
-		&i.TaskID,
-		&i.Dispatch,
-		&i.EnqueuedAt,
-		&i.RunAt,
-		&i.RunAtTime,
-		&i.ExpireAfterSecs,
-		&i.ExpiresAfter,
-		&i.IdempotencyKey,
-		&i.RequestHash,
-		&i.Repository,
-		&i.BaseRef,
-		&i.HeadRef,
-		&i.CollisionKey,
-		&i.WorkflowID,
-		&i.WorkflowGeneration,
-		&i.LeaseOwner,
-		&i.LeaseGeneration,
-		&i.LeaseExpiresAt,
-		&i.AssignedAt,
-		&i.HeldAt,
-		&i.FinishedAt,
-		&i.CancelRequestedAt,
-		&i.InstallationID,
-		&i.HeadSha,
-		&i.CheckRunID,
-		&i.Branch,
-		&i.PrNumber,
-		&i.PrUrl,
-		&i.ProvisionedGeneration,
-		&i.ResultNote,
-	)
-	return i, err
-}
-
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
 SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items WHERE id = $1 FOR UPDATE
 `
@@ -801,6 +850,108 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		arg.SubjectID,
 		arg.CanonicalID,
 		arg.SubjectGeneration,
+		arg.TaskID,
+		arg.Dispatch,
+		arg.EnqueuedAt,
+		arg.RunAt,
+		arg.RunAtTime,
+		arg.ExpireAfterSecs,
+		arg.ExpiresAfter,
+		arg.IdempotencyKey,
+		arg.RequestHash,
+		arg.Repository,
+		arg.BaseRef,
+		arg.HeadRef,
+	)
+	var i WorkItem
+	err := row.Scan(
+		&i.ID,
+		&i.Position,
+		&i.Status,
+		&i.IsV2,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.TaskID,
+		&i.Dispatch,
+		&i.EnqueuedAt,
+		&i.RunAt,
+		&i.RunAtTime,
+		&i.ExpireAfterSecs,
+		&i.ExpiresAfter,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.CollisionKey,
+		&i.WorkflowID,
+		&i.WorkflowGeneration,
+		&i.LeaseOwner,
+		&i.LeaseGeneration,
+		&i.LeaseExpiresAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.CancelRequestedAt,
+		&i.InstallationID,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
+		&i.ResultNote,
+	)
+	return i, err
+}
+
+const workItemInsertNextGeneration = `-- name: WorkItemInsertNextGeneration :one
+WITH gen AS (
+    INSERT INTO subject_generations (qualified_id, last_generation)
+    VALUES ($2::text, 1)
+    ON CONFLICT (qualified_id) DO UPDATE
+        SET last_generation = subject_generations.last_generation + 1
+    RETURNING last_generation
+)
+INSERT INTO work_items (
+    id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
+    dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
+    idempotency_key, request_hash, repository, base_ref, head_ref
+)
+SELECT $1, 'pending', true, $2::text, $2::text, gen.last_generation,
+    $3, $4, $5, $6, $7,
+    $8, $9, $10,
+    $11, $12, $13, $14
+FROM gen
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+`
+
+type WorkItemInsertNextGenerationParams struct {
+	ID              uuid.UUID
+	CanonicalID     string
+	TaskID          *string
+	Dispatch        []byte
+	EnqueuedAt      time.Time
+	RunAt           *string
+	RunAtTime       *time.Time
+	ExpireAfterSecs *int64
+	ExpiresAfter    *time.Time
+	IdempotencyKey  *string
+	RequestHash     *string
+	Repository      *string
+	BaseRef         *string
+	HeadRef         *string
+}
+
+// Creates a v2 item with its subject's next generation in one statement.
+// The allocator row stays locked until the transaction ends, and any
+// failure of the insert aborts the transaction, so a generation is only
+// ever taken by an item that commits.
+func (q *Queries) WorkItemInsertNextGeneration(ctx context.Context, db DBTX, arg WorkItemInsertNextGenerationParams) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemInsertNextGeneration,
+		arg.ID,
+		arg.CanonicalID,
 		arg.TaskID,
 		arg.Dispatch,
 		arg.EnqueuedAt,
@@ -1340,63 +1491,6 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 		return nil, err
 	}
 	return items, nil
-}
-
-const workItemLiveByCollisionKey = `-- name: WorkItemLiveByCollisionKey :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
-WHERE collision_key = lower(btrim($1::text)) || E'\n' || $2::text
-  AND status IN ('pending', 'assigned', 'held')
-LIMIT 1
-`
-
-type WorkItemLiveByCollisionKeyParams struct {
-	Repository string
-	HeadRef    string
-}
-
-func (q *Queries) WorkItemLiveByCollisionKey(ctx context.Context, db DBTX, arg WorkItemLiveByCollisionKeyParams) (WorkItem, error) {
-	row := db.QueryRow(ctx, workItemLiveByCollisionKey, arg.Repository, arg.HeadRef)
-	var i WorkItem
-	err := row.Scan(
-		&i.ID,
-		&i.Position,
-		&i.Status,
-		&i.IsV2,
-		&i.SubjectID,
-		&i.CanonicalID,
-		&i.SubjectGeneration,
-		&i.TaskID,
-		&i.Dispatch,
-		&i.EnqueuedAt,
-		&i.RunAt,
-		&i.RunAtTime,
-		&i.ExpireAfterSecs,
-		&i.ExpiresAfter,
-		&i.IdempotencyKey,
-		&i.RequestHash,
-		&i.Repository,
-		&i.BaseRef,
-		&i.HeadRef,
-		&i.CollisionKey,
-		&i.WorkflowID,
-		&i.WorkflowGeneration,
-		&i.LeaseOwner,
-		&i.LeaseGeneration,
-		&i.LeaseExpiresAt,
-		&i.AssignedAt,
-		&i.HeldAt,
-		&i.FinishedAt,
-		&i.CancelRequestedAt,
-		&i.InstallationID,
-		&i.HeadSha,
-		&i.CheckRunID,
-		&i.Branch,
-		&i.PrNumber,
-		&i.PrUrl,
-		&i.ProvisionedGeneration,
-		&i.ResultNote,
-	)
-	return i, err
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one

@@ -17,9 +17,6 @@ RETURNING *;
 -- name: WorkItemGet :one
 SELECT * FROM work_items WHERE id = @id;
 
--- name: WorkItemGetByKey :one
-SELECT * FROM work_items WHERE idempotency_key = @idempotency_key::text;
-
 -- name: WorkItemLiveBySubject :one
 -- The entry that blocks a new generation of canonical_id: a live v2 entry
 -- (highest generation first), else a pending or held legacy one.
@@ -28,12 +25,6 @@ WHERE canonical_id = @canonical_id::text
   AND status IN ('pending', 'assigned', 'held')
   AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
 ORDER BY subject_generation DESC NULLS LAST, position
-LIMIT 1;
-
--- name: WorkItemLiveByCollisionKey :one
-SELECT * FROM work_items
-WHERE collision_key = lower(btrim(@repository::text)) || E'\n' || @head_ref::text
-  AND status IN ('pending', 'assigned', 'held')
 LIMIT 1;
 
 -- name: WorkItemInsert :one
@@ -249,3 +240,48 @@ WHERE status = 'assigned' AND lease_expires_at <= @now::timestamptz
   AND lease_generation > 0 AND starts_with(lease_owner, @owner_prefix::text)
 ORDER BY lease_expires_at
 LIMIT @lim;
+
+-- name: WorkItemEnqueueBlockers :many
+-- Everything that decides an enqueue, read in one statement (one snapshot):
+-- the item bound to the key, the subject's live blocker (a live v2 item,
+-- highest generation first, else a pending or held legacy one), and the
+-- live holder of the reservation's collision key.
+(SELECT 'key'::text AS why, sqlc.embed(k) FROM work_items k
+ WHERE @idempotency_key::text <> '' AND k.idempotency_key = @idempotency_key::text)
+UNION ALL
+(SELECT 'subject'::text AS why, sqlc.embed(s) FROM work_items s
+ WHERE s.canonical_id = @canonical_id::text
+   AND s.status IN ('pending', 'assigned', 'held')
+   AND (s.subject_generation IS NOT NULL OR s.status IN ('pending', 'held'))
+ ORDER BY s.subject_generation DESC NULLS LAST, s.position
+ LIMIT 1)
+UNION ALL
+(SELECT 'reservation'::text AS why, sqlc.embed(r) FROM work_items r
+ WHERE @head_ref::text <> ''
+   AND r.collision_key = lower(btrim(@repository::text)) || E'\n' || @head_ref::text
+   AND r.status IN ('pending', 'assigned', 'held')
+ LIMIT 1);
+
+-- name: WorkItemInsertNextGeneration :one
+-- Creates a v2 item with its subject's next generation in one statement.
+-- The allocator row stays locked until the transaction ends, and any
+-- failure of the insert aborts the transaction, so a generation is only
+-- ever taken by an item that commits.
+WITH gen AS (
+    INSERT INTO subject_generations (qualified_id, last_generation)
+    VALUES (@canonical_id::text, 1)
+    ON CONFLICT (qualified_id) DO UPDATE
+        SET last_generation = subject_generations.last_generation + 1
+    RETURNING last_generation
+)
+INSERT INTO work_items (
+    id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
+    dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
+    idempotency_key, request_hash, repository, base_ref, head_ref
+)
+SELECT @id, 'pending', true, @canonical_id::text, @canonical_id::text, gen.last_generation,
+    sqlc.narg('task_id'), @dispatch, @enqueued_at, sqlc.narg('run_at'), sqlc.narg('run_at_time'),
+    sqlc.narg('expire_after_secs'), sqlc.narg('expires_after'), sqlc.narg('idempotency_key'),
+    @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref')
+FROM gen
+RETURNING *;
