@@ -187,10 +187,7 @@ func IsRetryable(err error) bool { return isUniqueViolation(err) }
 // generation in one statement.
 func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (EnqueueResult, error) {
 	now := s.now()
-	if err := s.sweep(ctx, tx, now); err != nil {
-		return EnqueueResult{}, err
-	}
-	args := dbq.WorkItemEnqueueBlockersParams{IdempotencyKey: pe.key, CanonicalID: pe.canonicalID}
+	args := dbq.WorkItemEnqueueBlockersParams{Now: now, IdempotencyKey: pe.key, CanonicalID: pe.canonicalID}
 	if pe.res != nil {
 		args.Repository, args.HeadRef = pe.res.Repository, pe.res.HeadRef
 	}
@@ -200,6 +197,14 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 	}
 	by := map[string]dbq.WorkItem{}
 	for _, b := range blockers {
+		if b.Why == "swept" {
+			w := b.WorkItem // as it was before the sweep in this statement
+			w.Status, w.FinishedAt = StatusDropped, &now
+			if err := s.swept(ctx, tx, now, w); err != nil {
+				return EnqueueResult{}, err
+			}
+			continue
+		}
 		by[b.Why] = b.WorkItem
 	}
 	if bound, ok := by["key"]; ok {

@@ -145,12 +145,20 @@ func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now time.Time) error {
 		return fmt.Errorf("sweep expired entries: %w", err)
 	}
 	for _, w := range rows {
-		if err := s.audit(ctx, tx, w.ID, now, "expiry-sweep", StatusPending, StatusDropped, ""); err != nil {
+		if err := s.swept(ctx, tx, now, w); err != nil {
 			return err
 		}
-		if err := s.cfg.Observer.Finished(ctx, tx, Item{row: w}); err != nil {
-			return fmt.Errorf("observe swept item: %w", err)
-		}
+	}
+	return nil
+}
+
+// swept records an item the expiry sweep dropped.
+func (s *Store) swept(ctx context.Context, tx pgx.Tx, now time.Time, w dbq.WorkItem) error {
+	if err := s.audit(ctx, tx, w.ID, now, "expiry-sweep", StatusPending, StatusDropped, ""); err != nil {
+		return err
+	}
+	if err := s.cfg.Observer.Finished(ctx, tx, Item{row: w}); err != nil {
+		return fmt.Errorf("observe swept item: %w", err)
 	}
 	return nil
 }

@@ -569,3 +569,25 @@ func TestClosingASubjectCancelsItsItems(t *testing.T) {
 		t.Fatalf("reopened generation %d, want 2", res.Subject.Generation)
 	}
 }
+
+func TestEnqueueSweepsAnExpiredBlocker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool, clk := newStore(t)
+	secs := uint64(10)
+	old := mustEnqueue(t, s, queue.EnqueueParams{Dispatch: issue(1), RunAt: "2026-10-01T12:00:00Z", ExpireAfterSecs: &secs,
+		Reservation: reservation("refs/heads/gitlease/issue-1")})
+	clk.Advance(time.Minute)
+	// The same subject and branch again: the expired item is swept in the
+	// same call, so it blocks nothing.
+	res := mustEnqueue(t, s, queue.EnqueueParams{Dispatch: issue(1), Reservation: reservation("refs/heads/gitlease/issue-1")})
+	if res.Subject.Generation != 2 {
+		t.Fatalf("generation %d, want 2", res.Subject.Generation)
+	}
+	if it, _ := s.Get(ctx, old.EntryID); it.Status() != queue.StatusDropped {
+		t.Fatalf("expired item is %q, want dropped", it.Status())
+	}
+	if n := count(t, pool, "SELECT count(*) FROM work_item_audit WHERE method = 'expiry-sweep'"); n != 1 {
+		t.Fatalf("%d sweep audit records, want 1", n)
+	}
+}

@@ -293,24 +293,41 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 }
 
 const workItemEnqueueBlockers = `-- name: WorkItemEnqueueBlockers :many
+WITH swept AS (
+    UPDATE work_items
+    SET status = 'dropped', finished_at = $1::timestamptz
+    WHERE id IN (
+        SELECT x.id FROM work_items x
+        WHERE x.status = 'pending' AND x.expires_after IS NOT NULL AND x.expires_after < $1::timestamptz
+        ORDER BY x.expires_after
+        LIMIT 100
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
+)
+(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.installation_id, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note FROM work_items w WHERE w.id IN (SELECT id FROM swept))
+UNION ALL
 (SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.installation_id, k.head_sha, k.check_run_id, k.branch, k.pr_number, k.pr_url, k.provisioned_generation, k.result_note FROM work_items k
- WHERE $1::text <> '' AND k.idempotency_key = $1::text)
+ WHERE $2::text <> '' AND k.idempotency_key = $2::text)
 UNION ALL
 (SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.installation_id, s.head_sha, s.check_run_id, s.branch, s.pr_number, s.pr_url, s.provisioned_generation, s.result_note FROM work_items s
- WHERE s.canonical_id = $2::text
+ WHERE s.canonical_id = $3::text
    AND s.status IN ('pending', 'assigned', 'held')
    AND (s.subject_generation IS NOT NULL OR s.status IN ('pending', 'held'))
+   AND s.id NOT IN (SELECT id FROM swept)
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
 UNION ALL
 (SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.installation_id, r.head_sha, r.check_run_id, r.branch, r.pr_number, r.pr_url, r.provisioned_generation, r.result_note FROM work_items r
- WHERE $3::text <> ''
-   AND r.collision_key = lower(btrim($4::text)) || E'\n' || $3::text
+ WHERE $4::text <> ''
+   AND r.collision_key = lower(btrim($5::text)) || E'\n' || $4::text
    AND r.status IN ('pending', 'assigned', 'held')
+   AND r.id NOT IN (SELECT id FROM swept)
  LIMIT 1)
 `
 
 type WorkItemEnqueueBlockersParams struct {
+	Now            time.Time
 	IdempotencyKey string
 	CanonicalID    string
 	HeadRef        string
@@ -322,12 +339,16 @@ type WorkItemEnqueueBlockersRow struct {
 	WorkItem WorkItem
 }
 
-// Everything that decides an enqueue, read in one statement (one snapshot):
-// the item bound to the key, the subject's live blocker (a live v2 item,
-// highest generation first, else a pending or held legacy one), and the
-// live holder of the reservation's collision key.
+// Everything that decides an enqueue, in one statement: it sweeps expired
+// pending items (returned as 'swept', with their status as before the
+// sweep), and reads, from the statement's one snapshot, the item bound to
+// the key, the subject's live blocker (a live v2 item, highest generation
+// first, else a pending or held legacy one) and the live holder of the
+// reservation's collision key. A blocker that was just swept is no blocker:
+// the caller ignores those.
 func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg WorkItemEnqueueBlockersParams) ([]WorkItemEnqueueBlockersRow, error) {
 	rows, err := db.Query(ctx, workItemEnqueueBlockers,
+		arg.Now,
 		arg.IdempotencyKey,
 		arg.CanonicalID,
 		arg.HeadRef,

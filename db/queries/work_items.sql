@@ -251,10 +251,27 @@ ORDER BY lease_expires_at
 LIMIT @lim;
 
 -- name: WorkItemEnqueueBlockers :many
--- Everything that decides an enqueue, read in one statement (one snapshot):
--- the item bound to the key, the subject's live blocker (a live v2 item,
--- highest generation first, else a pending or held legacy one), and the
--- live holder of the reservation's collision key.
+-- Everything that decides an enqueue, in one statement: it sweeps expired
+-- pending items (returned as 'swept', with their status as before the
+-- sweep), and reads, from the statement's one snapshot, the item bound to
+-- the key, the subject's live blocker (a live v2 item, highest generation
+-- first, else a pending or held legacy one) and the live holder of the
+-- reservation's collision key. A blocker that was just swept is no blocker:
+-- the caller ignores those.
+WITH swept AS (
+    UPDATE work_items
+    SET status = 'dropped', finished_at = @now::timestamptz
+    WHERE id IN (
+        SELECT x.id FROM work_items x
+        WHERE x.status = 'pending' AND x.expires_after IS NOT NULL AND x.expires_after < @now::timestamptz
+        ORDER BY x.expires_after
+        LIMIT 100
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
+)
+(SELECT 'swept'::text AS why, sqlc.embed(w) FROM work_items w WHERE w.id IN (SELECT id FROM swept))
+UNION ALL
 (SELECT 'key'::text AS why, sqlc.embed(k) FROM work_items k
  WHERE @idempotency_key::text <> '' AND k.idempotency_key = @idempotency_key::text)
 UNION ALL
@@ -262,6 +279,7 @@ UNION ALL
  WHERE s.canonical_id = @canonical_id::text
    AND s.status IN ('pending', 'assigned', 'held')
    AND (s.subject_generation IS NOT NULL OR s.status IN ('pending', 'held'))
+   AND s.id NOT IN (SELECT id FROM swept)
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
 UNION ALL
@@ -269,6 +287,7 @@ UNION ALL
  WHERE @head_ref::text <> ''
    AND r.collision_key = lower(btrim(@repository::text)) || E'\n' || @head_ref::text
    AND r.status IN ('pending', 'assigned', 'held')
+   AND r.id NOT IN (SELECT id FROM swept)
  LIMIT 1);
 
 -- name: WorkItemInsertNextGeneration :one
