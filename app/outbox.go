@@ -112,7 +112,17 @@ func NewOutbox(now func() time.Time, logger *slog.Logger) *Outbox {
 	return &Outbox{q: dbq.New(), now: now, logger: logger}
 }
 
-var _ queue.Observer = (*Outbox)(nil)
+var (
+	_ queue.Observer      = (*Outbox)(nil)
+	_ queue.EnqueueFilter = (*Outbox)(nil)
+)
+
+// ObservesEnqueue reports whether Enqueued writes anything for an item with
+// this dispatch: only a GitHub pull request's does (its queued check run).
+func (o *Outbox) ObservesEnqueue(dispatch json.RawMessage) bool {
+	m, ok := metaOf(dispatch)
+	return ok && m.Kind == "github_pull_request" && m.HeadSHA != ""
+}
 
 func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry *uuid.UUID, payload any) error {
 	b, err := json.Marshal(payload)
@@ -130,22 +140,16 @@ func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u check
 	return o.checkRunByID(ctx, tx, uuid.MustParse(it.EntryID()), u)
 }
 
-// Enqueued records where the item lives on GitHub and, for a pull request,
-// creates its check run as queued on the head commit.
+// Enqueued creates a pull-request item's check run, queued, on its head
+// commit. An issue item's check run waits for its branch.
 func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	m, ok := metaOf(it.Dispatch())
-	if !ok {
+	if !ok || m.Kind != "github_pull_request" || m.HeadSHA == "" {
 		return nil
 	}
-	p := dbq.WorkItemSetGitHubParams{ID: uuid.MustParse(it.EntryID()), InstallationID: &m.InstallationID}
-	if m.Kind == "github_pull_request" && m.HeadSHA != "" {
-		p.HeadSha = &m.HeadSHA
-	}
-	if err := o.q.WorkItemSetGitHub(ctx, tx, p); err != nil {
-		return fmt.Errorf("record GitHub location: %w", err)
-	}
-	if m.Kind != "github_pull_request" {
-		return nil // an issue item's check run is created when its branch exists
+	err := o.q.WorkItemSetHeadSHA(ctx, tx, dbq.WorkItemSetHeadSHAParams{ID: uuid.MustParse(it.EntryID()), HeadSha: &m.HeadSHA})
+	if err != nil {
+		return fmt.Errorf("record head commit: %w", err)
 	}
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
 		Status: "queued",

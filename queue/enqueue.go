@@ -152,6 +152,12 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, 
 		return EnqueueResult{}, err
 	}
 	var res EnqueueResult
+	if res, ok, err := s.enqueueOptimistic(ctx, pe); ok || err != nil {
+		if err == nil {
+			s.cfg.OnPending()
+		}
+		return res, err
+	}
 	err = s.retryOnConflict(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		res, err = s.enqueue(ctx, tx, pe)
 		return err
@@ -175,6 +181,35 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ En
 		return EnqueueResult{}, err
 	}
 	return s.enqueue(ctx, tx, pe)
+}
+
+// enqueueOptimistic tries the common case in one autocommitted statement:
+// no replay, no collision, nothing for the Observer to write. The unique
+// indexes decide: if the insert violates one (the key is bound, the subject
+// or the branch is live, or an expired item still blocks until it is
+// swept), ok is false and nothing happened, and the full path answers.
+func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res EnqueueResult, ok bool, err error) {
+	f, filters := s.cfg.Observer.(EnqueueFilter)
+	if !filters || f.ObservesEnqueue(pe.dispatch) {
+		return res, false, nil
+	}
+	row, err := s.q.WorkItemInsertNextGeneration(ctx, s.pool, s.insertParams(pe, s.now()))
+	switch {
+	case isUniqueViolation(err):
+		return res, false, nil
+	case err != nil:
+		return res, false, fmt.Errorf("insert work item: %w", err)
+	}
+	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
+		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
+	}}, true, nil
+}
+
+// EnqueueFilter is implemented by an Observer that can tell, from an item's
+// dispatch, whether Enqueued would write anything for it. Items it does not
+// observe are enqueued without an explicit transaction.
+type EnqueueFilter interface {
+	ObservesEnqueue(dispatch json.RawMessage) bool
 }
 
 // IsRetryable reports whether err is a lost race on one of the queue's
@@ -231,6 +266,19 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 			Status:      holder.Status,
 		}
 	}
+	row, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
+	}
+	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row}); err != nil {
+		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
+	}
+	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
+		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
+	}}, nil
+}
+
+func (s *Store) insertParams(pe preparedEnqueue, now time.Time) dbq.WorkItemInsertNextGenerationParams {
 	ins := dbq.WorkItemInsertNextGenerationParams{
 		ID:              s.cfg.NewID(),
 		CanonicalID:     pe.canonicalID,
@@ -251,14 +299,5 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 	if pe.res != nil {
 		ins.Repository, ins.BaseRef, ins.HeadRef = &pe.res.Repository, &pe.res.BaseRef, &pe.res.HeadRef
 	}
-	row, err := s.q.WorkItemInsertNextGeneration(ctx, tx, ins)
-	if err != nil {
-		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
-	}
-	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row}); err != nil {
-		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
-	}
-	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
-		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
-	}}, nil
+	return ins
 }

@@ -6,6 +6,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -60,6 +61,8 @@ type Observer interface {
 }
 
 type nopObserver struct{}
+
+func (nopObserver) ObservesEnqueue(json.RawMessage) bool { return false }
 
 func (nopObserver) Enqueued(context.Context, pgx.Tx, Item) error { return nil }
 func (nopObserver) Leased(context.Context, pgx.Tx, Item) error   { return nil }

@@ -80,7 +80,6 @@ type WorkItem struct {
 	HeldAt                *time.Time
 	FinishedAt            *time.Time
 	CancelRequestedAt     *time.Time
-	InstallationID        *int64
 	HeadSha               *string
 	CheckRunID            *int64
 	Branch                *string

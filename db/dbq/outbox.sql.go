@@ -178,7 +178,7 @@ UPDATE work_items
 SET branch = $1, head_sha = $2, pr_number = $3, pr_url = $4,
     provisioned_generation = lease_generation
 WHERE id = $5 AND status = 'assigned' AND lease_generation = $6
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, installation_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
 type WorkItemRecordProvisioningParams struct {
@@ -232,7 +232,6 @@ func (q *Queries) WorkItemRecordProvisioning(ctx context.Context, db DBTX, arg W
 		&i.HeldAt,
 		&i.FinishedAt,
 		&i.CancelRequestedAt,
-		&i.InstallationID,
 		&i.HeadSha,
 		&i.CheckRunID,
 		&i.Branch,
@@ -258,18 +257,17 @@ func (q *Queries) WorkItemSetCheckRun(ctx context.Context, db DBTX, arg WorkItem
 	return err
 }
 
-const workItemSetGitHub = `-- name: WorkItemSetGitHub :exec
-UPDATE work_items SET installation_id = $1, head_sha = $2 WHERE id = $3
+const workItemSetHeadSHA = `-- name: WorkItemSetHeadSHA :exec
+UPDATE work_items SET head_sha = $1 WHERE id = $2
 `
 
-type WorkItemSetGitHubParams struct {
-	InstallationID *int64
-	HeadSha        *string
-	ID             uuid.UUID
+type WorkItemSetHeadSHAParams struct {
+	HeadSha *string
+	ID      uuid.UUID
 }
 
-// Records where an item lives on GitHub at enqueue (installation, PR head).
-func (q *Queries) WorkItemSetGitHub(ctx context.Context, db DBTX, arg WorkItemSetGitHubParams) error {
-	_, err := db.Exec(ctx, workItemSetGitHub, arg.InstallationID, arg.HeadSha, arg.ID)
+// Records the commit a pull-request item's check run sits on.
+func (q *Queries) WorkItemSetHeadSHA(ctx context.Context, db DBTX, arg WorkItemSetHeadSHAParams) error {
+	_, err := db.Exec(ctx, workItemSetHeadSHA, arg.HeadSha, arg.ID)
 	return err
 }

@@ -1,9 +1,7 @@
 -- +goose Up
--- What GitHub knows about an item: its installation, the commit its check
--- run sits on, its check run, and (issue items) the branch and pull request
+-- What GitHub knows about an item: the commit its check run sits on, its check run, and (issue items) the branch and pull request
 -- provisioned for it, recorded only for the lease generation that asked.
 ALTER TABLE work_items
-    ADD COLUMN installation_id bigint,
     ADD COLUMN head_sha text,
     ADD COLUMN check_run_id bigint,
     ADD COLUMN branch text,

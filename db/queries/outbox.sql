@@ -46,9 +46,9 @@ SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';
 -- name: WorkItemSetCheckRun :exec
 UPDATE work_items SET check_run_id = @check_run_id WHERE id = @id;
 
--- name: WorkItemSetGitHub :exec
--- Records where an item lives on GitHub at enqueue (installation, PR head).
-UPDATE work_items SET installation_id = @installation_id, head_sha = sqlc.narg('head_sha') WHERE id = @id;
+-- name: WorkItemSetHeadSHA :exec
+-- Records the commit a pull-request item's check run sits on.
+UPDATE work_items SET head_sha = @head_sha WHERE id = @id;
 
 -- name: WorkItemRecordProvisioning :one
 -- Records a provisioned branch and pull request, only for the lease
