@@ -51,6 +51,10 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 	owner, repo, _ := strings.Cut(m.Repository, "/")
 	entry := w.ID.String()
 	anns := toGitHub(row.ID, u.Annotations)
+	headSHA := deref(w.HeadSha) // an issue item's branch head
+	if headSHA == "" {
+		headSHA = m.HeadSHA // a pull request's head, as delivered
+	}
 
 	var run *github.CheckRun
 	if w.CheckRunID != nil {
@@ -58,7 +62,7 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 		if err != nil {
 			return fmt.Errorf("get check run: %w", err)
 		}
-	} else if run, err = findCheckRun(ctx, c, owner, repo, *w.HeadSha, entry); err != nil {
+	} else if run, err = findCheckRun(ctx, c, owner, repo, headSHA, entry); err != nil {
 		return err
 	}
 	if run != nil && row.Attempts > 1 && len(anns) > 0 {
@@ -71,7 +75,7 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 
 	if run == nil {
 		opts := github.CreateCheckRunOptions{
-			Name: CheckName, HeadSHA: *w.HeadSha, ExternalID: github.String(entry),
+			Name: CheckName, HeadSHA: headSHA, ExternalID: github.String(entry),
 			Status: github.String(orDefault(u.Status, "queued")),
 			Output: &github.CheckRunOutput{
 				Title:       github.String(orDefault(u.Title, "gitlease")),

@@ -74,7 +74,11 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	// A pull request event on a commit that is not the holder's gets a check
 	// run of its own, so its author sees why nothing runs there.
 	event, ok := eventMeta(r)
-	if !ok || event.HeadSHA == "" || event.HeadSHA == deref(holder.HeadSha) {
+	holderSHA := deref(holder.HeadSha)
+	if hm, _ := metaOf(holder.Dispatch); holderSHA == "" {
+		holderSHA = hm.HeadSHA
+	}
+	if !ok || event.HeadSHA == "" || event.HeadSHA == holderSHA {
 		return nil
 	}
 	sc := standaloneCheckRun{

@@ -147,10 +147,6 @@ func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	if !ok || m.Kind != "github_pull_request" || m.HeadSHA == "" {
 		return nil
 	}
-	err := o.q.WorkItemSetHeadSHA(ctx, tx, dbq.WorkItemSetHeadSHAParams{ID: uuid.MustParse(it.EntryID()), HeadSha: &m.HeadSHA})
-	if err != nil {
-		return fmt.Errorf("record head commit: %w", err)
-	}
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
 		Status: "queued",
 		Title:  fmt.Sprintf("Queued: generation %d", it.Generation()),

@@ -313,3 +313,40 @@ func TestSendersShareOneOutbox(t *testing.T) {
 		}
 	}
 }
+
+// TestPullRequestItemCheckRun: a pull-request item's check run is created
+// queued on the head commit at enqueue, then follows the item.
+func TestPullRequestItemCheckRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	sha := h.gh.Push(repoName, "feature", "a change")
+	meta, _ := json.Marshal(map[string]any{"installation_id": installation, "repository_id": repoID, "repository": repoName,
+		"number": 57, "html_url": "https://github.com/" + repoName + "/pull/57", "head_sha": sha})
+	res, err := h.store.Enqueue(ctx, queue.EnqueueParams{
+		Dispatch: queue.SubjectDispatch{Subject: &queue.SubjectRef{Kind: "github_pull_request", ID: fmt.Sprintf("%d#57", repoID), Metadata: meta},
+			WorkflowRef: "coding", TriggerSource: "github:pull_request.opened", RequestedAt: queue.Timestamp{Time: time.Now()}},
+		Reservation: &queue.Reservation{Repository: repoName, BaseRef: "refs/heads/main", HeadRef: "refs/heads/feature"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.drain(t, h.sender(t))
+	runs := h.gh.CheckRuns(repoName)
+	if len(runs) != 1 || runs[0].HeadSHA != sha || runs[0].Status != "queued" || runs[0].ExternalID != res.EntryID {
+		t.Fatalf("check runs at enqueue: %+v, want one queued on %s", runs, sha)
+	}
+	fe := h.leaseAll(t, "w1")[0]
+	h.drain(t, h.sender(t))
+	if cr, _ := h.gh.CheckRun(runs[0].ID); cr.Status != "in_progress" {
+		t.Fatalf("check run after lease: %s", cr.Status)
+	}
+	h.complete(t, fe, queue.StatusCompleted)
+	h.drain(t, h.sender(t))
+	if cr, _ := h.gh.CheckRun(runs[0].ID); cr.Status != "completed" || cr.Conclusion != "success" {
+		t.Fatalf("check run after completion: %s/%s", cr.Status, cr.Conclusion)
+	}
+	if n := len(h.gh.Branches(repoName)); n != 2 || len(h.gh.PullRequests(repoName)) != 0 {
+		t.Fatalf("a pull-request item provisioned something: %d branches", n)
+	}
+}

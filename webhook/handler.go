@@ -342,7 +342,7 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	var err error
 	// A lost race on a queue index aborts the transaction; running it again
 	// answers from the winner (a replay or a collision).
-	for attempt := 0; attempt == 0 || (queue.IsRetryable(err) && attempt < 5); attempt++ {
+	for attempt := 0; attempt == 0 || (queue.IsRetryable(err) && attempt < 6); attempt++ {
 		err = h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
 				DeliveryID:     a.deliveryID,
@@ -363,7 +363,7 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 				res = redelivery(row, a)
 			} else {
 				var stored Outcome
-				res, stored, err = h.act(ctx, tx, a)
+				res, stored, err = h.act(ctx, tx, a, attempt == 0)
 				if err != nil {
 					return err
 				}
@@ -423,7 +423,7 @@ func redelivery(row dbq.DeliveryRecordRow, a arrival) Result {
 // act carries out a first arrival's decision. It returns the answer and the
 // outcome to store, which differs from the answer only for a queue-level
 // replay (stored as the enqueue it replays).
-func (h *Handler) act(ctx context.Context, tx pgx.Tx, a arrival) (Result, Outcome, error) {
+func (h *Handler) act(ctx context.Context, tx pgx.Tx, a arrival, optimistic bool) (Result, Outcome, error) {
 	dec := a.decision
 	res := Result{Event: a.event, Decision: dec, Response: Response{DeliveryID: a.deliveryID}}
 	switch dec.Kind {
@@ -443,16 +443,22 @@ func (h *Handler) act(ctx context.Context, tx pgx.Tx, a arrival) (Result, Outcom
 		res.Reason = fmt.Sprintf("%d pending or held item(s) cancelled, %d assigned item(s) asked to stop", len(cr.Cancelled), len(cr.Requested))
 		return res, res.Outcome, nil
 	case KindEnqueue:
-		return h.enqueue(ctx, tx, res)
+		return h.enqueue(ctx, tx, res, optimistic)
 	}
 	res.Outcome, res.Reason = OutcomeIgnored, dec.Reason
 	return res, res.Outcome, nil
 }
 
 // enqueue creates the decision's item and maps the queue's answer to an
-// outcome.
-func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res Result) (Result, Outcome, error) {
-	er, err := h.store.EnqueueTx(ctx, tx, res.Decision.Enqueue)
+// outcome. A first arrival is usually a new item: optimistic, it inserts
+// without the lookups, and a replay or collision makes the transaction run
+// again, this time with them.
+func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res Result, optimistic bool) (Result, Outcome, error) {
+	enqueue := h.store.EnqueueTx
+	if optimistic {
+		enqueue = h.store.EnqueueTxOptimistic
+	}
+	er, err := enqueue(ctx, tx, res.Decision.Enqueue)
 	var (
 		sc   *queue.SubjectCollisionError
 		rc   *queue.ReservationCollisionError

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +26,10 @@ import (
 
 func rpcManifest() rpc.Manifest { return rpc.NewManifest(version) }
 
+// defaultMaxConns is the connection pool size unless DATABASE_URL sets
+// pool_max_conns.
+const defaultMaxConns = 20
+
 // openPool connects to Postgres and checks it answers.
 func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
@@ -32,6 +37,12 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, &configError{Setting: "DATABASE_URL", Problem: "not a valid Postgres connection string"}
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default, max(4, cores), makes concurrent deliveries queue
+		// for a connection on a small machine; DATABASE_URL's
+		// pool_max_conns overrides this.
+		cfg.MaxConns = defaultMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)

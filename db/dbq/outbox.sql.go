@@ -40,7 +40,8 @@ WHERE o.id IN (
       AND NOT EXISTS (
           SELECT 1 FROM outbox p WHERE p.lane = c.lane AND p.status = 'pending' AND p.id < c.id)
       AND (c.kind <> 'check_run' OR EXISTS (
-          SELECT 1 FROM work_items w WHERE w.id = c.entry_id AND w.head_sha IS NOT NULL))
+          SELECT 1 FROM work_items w WHERE w.id = c.entry_id
+            AND (w.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL)))
     ORDER BY c.available_at, c.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -57,7 +58,8 @@ type OutboxClaimBatchParams struct {
 // Claims due rows that are first in their lane. SKIP LOCKED keeps senders
 // in other processes off the same rows; the claim (locked_until) keeps them
 // off while this sender talks to GitHub without holding a transaction open.
-// A check-run row waits until its item has a commit to sit on.
+// A check-run row waits until its item has a commit to sit on: a pull
+// request's head (in its dispatch) or an issue item's provisioned branch.
 func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaimBatchParams) ([]Outbox, error) {
 	rows, err := db.Query(ctx, outboxClaimBatch, arg.LockUntil, arg.Now, arg.Batch)
 	if err != nil {
@@ -254,20 +256,5 @@ type WorkItemSetCheckRunParams struct {
 
 func (q *Queries) WorkItemSetCheckRun(ctx context.Context, db DBTX, arg WorkItemSetCheckRunParams) error {
 	_, err := db.Exec(ctx, workItemSetCheckRun, arg.CheckRunID, arg.ID)
-	return err
-}
-
-const workItemSetHeadSHA = `-- name: WorkItemSetHeadSHA :exec
-UPDATE work_items SET head_sha = $1 WHERE id = $2
-`
-
-type WorkItemSetHeadSHAParams struct {
-	HeadSha *string
-	ID      uuid.UUID
-}
-
-// Records the commit a pull-request item's check run sits on.
-func (q *Queries) WorkItemSetHeadSHA(ctx context.Context, db DBTX, arg WorkItemSetHeadSHAParams) error {
-	_, err := db.Exec(ctx, workItemSetHeadSHA, arg.HeadSha, arg.ID)
 	return err
 }

@@ -6,7 +6,8 @@ VALUES (@lane, @kind, sqlc.narg('entry_id'), @payload, @now::timestamptz, @now::
 -- Claims due rows that are first in their lane. SKIP LOCKED keeps senders
 -- in other processes off the same rows; the claim (locked_until) keeps them
 -- off while this sender talks to GitHub without holding a transaction open.
--- A check-run row waits until its item has a commit to sit on.
+-- A check-run row waits until its item has a commit to sit on: a pull
+-- request's head (in its dispatch) or an issue item's provisioned branch.
 UPDATE outbox o
 SET locked_until = @lock_until::timestamptz, attempts = o.attempts + 1
 WHERE o.id IN (
@@ -16,7 +17,8 @@ WHERE o.id IN (
       AND NOT EXISTS (
           SELECT 1 FROM outbox p WHERE p.lane = c.lane AND p.status = 'pending' AND p.id < c.id)
       AND (c.kind <> 'check_run' OR EXISTS (
-          SELECT 1 FROM work_items w WHERE w.id = c.entry_id AND w.head_sha IS NOT NULL))
+          SELECT 1 FROM work_items w WHERE w.id = c.entry_id
+            AND (w.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL)))
     ORDER BY c.available_at, c.id
     LIMIT @batch
     FOR UPDATE SKIP LOCKED
@@ -45,10 +47,6 @@ SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';
 
 -- name: WorkItemSetCheckRun :exec
 UPDATE work_items SET check_run_id = @check_run_id WHERE id = @id;
-
--- name: WorkItemSetHeadSHA :exec
--- Records the commit a pull-request item's check run sits on.
-UPDATE work_items SET head_sha = @head_sha WHERE id = @id;
 
 -- name: WorkItemRecordProvisioning :one
 -- Records a provisioned branch and pull request, only for the lease
