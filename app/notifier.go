@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"log/slog"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -17,9 +16,7 @@ type Notifier struct {
 	logger *slog.Logger
 	kick   chan struct{}
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	service
 }
 
 // NewNotifier returns a Notifier sending on pool.
@@ -40,36 +37,18 @@ func (n *Notifier) Signal() {
 
 // Start sends notifications in the background until Stop or ctx ends.
 func (n *Notifier) Start(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cancel != nil {
-		return nil
-	}
-	ctx, n.cancel = context.WithCancel(ctx)
-	n.done = make(chan struct{})
-	go func() {
-		defer close(n.done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-n.kick:
-			}
-			if _, err := n.pool.Exec(ctx, "SELECT pg_notify('"+NotifyChannel+"', '')"); err != nil && ctx.Err() == nil {
-				n.logger.WarnContext(ctx, "could not notify workers; they will poll", "err", err)
-			}
-		}
-	}()
-	return nil
+	return n.start(ctx, n.loop)
 }
 
-// Stop ends the background sender and waits for it. Safe to call twice.
-func (n *Notifier) Stop() {
-	n.mu.Lock()
-	cancel, done := n.cancel, n.done
-	n.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
+func (n *Notifier) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kick:
+		}
+		if _, err := n.pool.Exec(ctx, "SELECT pg_notify('"+NotifyChannel+"', '')"); err != nil && ctx.Err() == nil {
+			n.logger.WarnContext(ctx, "could not notify workers; they will poll", "err", err)
+		}
 	}
 }

@@ -56,9 +56,7 @@ type Sender struct {
 	cfg    SenderConfig
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	service
 }
 
 // NewSender returns a Sender writing to GitHub through gh.
@@ -72,44 +70,24 @@ func NewSender(pool *pgxpool.Pool, gh *Installations, cfg SenderConfig, logger *
 
 // Start runs the sender in the background until Stop or ctx ends.
 func (s *Sender) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return errors.New("outbox sender already started")
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		for {
-			n, err := s.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.logger.ErrorContext(ctx, "outbox round failed", "err", err)
-			}
-			if n == s.cfg.Batch {
-				continue // more may be due right away
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(s.cfg.Poll):
-			}
-		}
-	}()
-	return nil
+	return s.start(ctx, s.loop)
 }
 
-// Stop cancels the sender and waits for it to exit. It is safe to call more
-// than once, or before Start.
-func (s *Sender) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return
+func (s *Sender) loop(ctx context.Context) {
+	for {
+		n, err := s.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "outbox round failed", "err", err)
+		}
+		if n == s.cfg.Batch {
+			continue // more may be due right away
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.Poll):
+		}
 	}
-	cancel()
-	<-done
 }
 
 // RunOnce claims one batch of due rows and processes them, returning how

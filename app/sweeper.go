@@ -2,10 +2,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gitlease/gitlease/queue"
@@ -37,9 +35,7 @@ type Sweeper struct {
 	cfg    SweeperConfig
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	service
 }
 
 // NewSweeper returns a Sweeper that recovers into worker, the built-in
@@ -60,42 +56,22 @@ func NewSweeper(store *queue.Store, worker *Worker, cfg SweeperConfig, logger *s
 // Start sweeps every Interval in the background until Stop or ctx ends.
 // It returns an error if the sweeper was started before.
 func (s *Sweeper) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return errors.New("sweeper already started")
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(s.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				s.logger.ErrorContext(ctx, "lease recovery sweep failed", "err", err)
-			}
-		}
-	}()
-	return nil
+	return s.start(ctx, s.loop)
 }
 
-// Stop cancels the sweeper and waits for it to exit. It is safe to call
-// more than once, or before Start.
-func (s *Sweeper) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return
+func (s *Sweeper) loop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "lease recovery sweep failed", "err", err)
+		}
 	}
-	cancel()
-	<-done
 }
 
 // SweepResult counts what one sweep did.

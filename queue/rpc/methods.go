@@ -247,21 +247,7 @@ type completionParams struct {
 	WorkflowRef *string      `json:"workflow_ref,omitempty"`
 }
 
-func (h *Handler) v2Completion(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/v2/completion"
-	var p completionParams
-	if err := queue.DecodeStrict(params, &p, m); err != nil {
-		return nil, err
-	}
-	if err := required(m, "execution", p.Execution); err != nil {
-		return nil, err
-	}
-	if err := required(m, "status", p.Status); err != nil {
-		return nil, err
-	}
-	return h.store.Complete(ctx, queue.CompleteParams{Execution: *p.Execution, Status: *p.Status})
-}
-
+// noteCompletionParams is gitlease/completion's: the protocol's plus a note.
 type noteCompletionParams struct {
 	Execution   *queue.Fence `json:"execution"`
 	Status      *string      `json:"status"`
@@ -269,16 +255,27 @@ type noteCompletionParams struct {
 	Note        *string      `json:"note,omitempty"`
 }
 
+func (h *Handler) v2Completion(ctx context.Context, params json.RawMessage) (any, error) {
+	var p completionParams
+	if err := queue.DecodeStrict(params, &p, "queue/v2/completion"); err != nil {
+		return nil, err
+	}
+	return h.complete(ctx, "queue/v2/completion", noteCompletionParams{Execution: p.Execution, Status: p.Status})
+}
+
 func (h *Handler) noteCompletion(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = MethodCompletion
 	var p noteCompletionParams
-	if err := queue.DecodeStrict(params, &p, m); err != nil {
+	if err := queue.DecodeStrict(params, &p, MethodCompletion); err != nil {
 		return nil, err
 	}
-	if err := required(m, "execution", p.Execution); err != nil {
+	return h.complete(ctx, MethodCompletion, p)
+}
+
+func (h *Handler) complete(ctx context.Context, method string, p noteCompletionParams) (any, error) {
+	if err := required(method, "execution", p.Execution); err != nil {
 		return nil, err
 	}
-	if err := required(m, "status", p.Status); err != nil {
+	if err := required(method, "status", p.Status); err != nil {
 		return nil, err
 	}
 	cp := queue.CompleteParams{Execution: *p.Execution, Status: *p.Status}
