@@ -184,3 +184,24 @@ func FuzzMapper(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeBody: any content type and body either decodes to the payload
+// or fails with the typed payload error (a 400), never a panic; a JSON body
+// sent form-encoded decodes to the same payload.
+func FuzzDecodeBody(f *testing.F) {
+	f.Add("application/json", []byte(`{"zen":"Keep it logically awesome."}`))
+	f.Add("application/x-www-form-urlencoded", []byte(`payload=%7B%22zen%22%3A%22x%22%7D`))
+	f.Add("application/x-www-form-urlencoded; charset=utf-8", []byte(`payload=`))
+	f.Add("text/plain", []byte(`{}`))
+	f.Add("", []byte(``))
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		payload, err := webhook.DecodeBody(contentType, body)
+		var pe *webhook.PayloadError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatalf("DecodeBody(%q) failed with %T %v, want *webhook.PayloadError", contentType, err, err)
+		}
+		if err == nil && len(payload) > len(body) {
+			t.Fatalf("payload of %d bytes from a %d-byte body", len(payload), len(body))
+		}
+	})
+}
