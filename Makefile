@@ -8,7 +8,7 @@ GO ?= go
 FUZZTIME ?= 10s
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: test check-generated check-fmt vet generate dev bench fuzz build
+.PHONY: test check-generated check-fmt vet generate dev bench fuzz build chaos
 
 # test: generated code is current, code is formatted and vetted, then the
 # whole test suite runs against a real PostgreSQL (scripts/with-postgres).
@@ -39,6 +39,12 @@ dev:
 
 bench:
 	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# chaos: the long chaos tests (serve killed 20 times under load, Postgres
+# restarted under load, GitHub failing 30% of calls); `make test` runs their
+# short versions. See docs/chaos.md.
+chaos:
+	scripts/with-postgres env GITLEASE_CHAOS_LONG=1 $(GO) test -count=1 -timeout 30m -v ./chaos/
 
 # fuzz: each Fuzz* target in turn, FUZZTIME each (go test -fuzz takes one
 # target at a time). Example: make fuzz FUZZTIME=1m

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -54,6 +55,9 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 	headSHA := deref(w.HeadSha) // an issue item's branch head
 	if headSHA == "" {
 		headSHA = m.HeadSHA // a pull request's head, as delivered
+	}
+	if headSHA == "" {
+		return &permanentError{errors.New("the item finished before its branch existed: no commit to put its check run on")}
 	}
 
 	var run *github.CheckRun

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v66/github"
@@ -52,6 +54,7 @@ func NewInstallations(cfg GitHubConfig) (*Installations, error) {
 	if tr == nil {
 		tr = http.DefaultTransport
 	}
+	tr = retryReads{next: tr}
 	apps, err := ghinstallation.NewAppsTransport(tr, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("load GitHub App private key: %w", err)
@@ -60,8 +63,12 @@ func NewInstallations(cfg GitHubConfig) (*Installations, error) {
 	return &Installations{apiURL: u, apps: apps, byID: map[int64]*ghinstallation.Transport{}, slug: cfg.Slug}, nil
 }
 
+// requestTimeout bounds one GitHub API call, so a claimed outbox row never
+// outlives its claim waiting on a stuck connection.
+const requestTimeout = 10 * time.Second
+
 func (in *Installations) newClient(rt http.RoundTripper) *github.Client {
-	c := github.NewClient(&http.Client{Transport: rt})
+	c := github.NewClient(&http.Client{Transport: rt, Timeout: requestTimeout})
 	c.BaseURL = in.apiURL
 	return c
 }
@@ -138,4 +145,31 @@ func (in *Installations) PullRequest(ctx context.Context, installationID int64, 
 		return nil, fmt.Errorf("get pull request %s/%s#%d: %w", owner, repo, number, err)
 	}
 	return pr, nil
+}
+
+// retryReads retries a GitHub read (GET) that failed with a 5xx or no
+// response, twice, after a short jittered pause. Reads are safe to repeat;
+// writes are not retried here (a lost answer may hide an applied write) but
+// by the outbox, whose writes look before they create.
+type retryReads struct{ next http.RoundTripper }
+
+func (t retryReads) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet {
+		return t.next.RoundTrip(r)
+	}
+	for attempt := 0; ; attempt++ {
+		resp, err := t.next.RoundTrip(r)
+		transient := err != nil || resp.StatusCode >= 500
+		if !transient || attempt == 2 || r.Context().Err() != nil {
+			return resp, err
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-time.After(100*time.Millisecond + rand.N(100*time.Millisecond)):
+		}
+	}
 }

@@ -21,8 +21,8 @@ import (
 type SenderConfig struct {
 	Batch      int           // rows claimed per round; 10
 	Poll       time.Duration // wait between rounds when idle; 1s
-	LockFor    time.Duration // how long a claim keeps other senders off a row; 2m
-	MaxBackoff time.Duration // longest wait between retries; 5m
+	LockFor    time.Duration // how long a claim keeps other senders off a row; 1m
+	MaxBackoff time.Duration // longest wait between retries of a failed write; 30s
 	Now        func() time.Time
 }
 
@@ -34,10 +34,12 @@ func (c *SenderConfig) defaults() {
 		c.Poll = time.Second
 	}
 	if c.LockFor <= 0 {
-		c.LockFor = 2 * time.Minute
+		// Longer than one row's GitHub calls (each bounded by requestTimeout)
+		// take, short enough that a killed sender's claims free up soon.
+		c.LockFor = time.Minute
 	}
 	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = 5 * time.Minute
+		c.MaxBackoff = 30 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -179,8 +181,11 @@ func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, b
 			return time.Time{}, true // GitHub will reject it again
 		}
 	}
-	// Exponential backoff with full jitter on the upper half.
-	backoff := time.Second << min(row.Attempts, 16)
+	// Exponential backoff from 250 ms, capped, with jitter on the upper half.
+	// The cap stays low because a write makes several calls and each retry
+	// resumes from what exists: under a steady share of failures a row must
+	// keep trying, not drift minutes apart.
+	backoff := (250 * time.Millisecond) << min(max(row.Attempts-1, 0), 16)
 	backoff = min(backoff, s.cfg.MaxBackoff)
 	return now.Add(backoff/2 + rand.N(backoff/2+1)), false
 }

@@ -45,7 +45,10 @@ type WorkerConfig struct {
 	// slot) before it tries to lease anyway; 5s.
 	Poll time.Duration
 	// ProvisionWait is how long an issue item waits for its branch and
-	// pull request before its command runs without them; 5m.
+	// pull request before its command runs without them; 30m. The outbox
+	// keeps retrying a failed GitHub write every 30 s at most, so under
+	// GitHub trouble the item waits, renewing its lease, rather than finish
+	// without the branch its check run would sit on.
 	ProvisionWait time.Duration
 	// Grace is how long running commands may go on finishing after the
 	// worker starts to stop; 25s. Later they are stopped and their items
@@ -69,7 +72,7 @@ func (c *WorkerConfig) defaults() {
 		c.Poll = 5 * time.Second
 	}
 	if c.ProvisionWait <= 0 {
-		c.ProvisionWait = 5 * time.Minute
+		c.ProvisionWait = 30 * time.Minute
 	}
 	if c.Grace <= 0 {
 		c.Grace = 25 * time.Second

@@ -41,7 +41,8 @@ WHERE o.id IN (
           SELECT 1 FROM outbox p WHERE p.lane = c.lane AND p.status = 'pending' AND p.id < c.id)
       AND (c.kind <> 'check_run' OR EXISTS (
           SELECT 1 FROM work_items w WHERE w.id = c.entry_id
-            AND (w.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL)))
+            AND (w.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL
+                 OR w.finished_at IS NOT NULL)))
     ORDER BY c.available_at, c.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -59,7 +60,9 @@ type OutboxClaimBatchParams struct {
 // in other processes off the same rows; the claim (locked_until) keeps them
 // off while this sender talks to GitHub without holding a transaction open.
 // A check-run row waits until its item has a commit to sit on: a pull
-// request's head (in its dispatch) or an issue item's provisioned branch.
+// request's head (in its dispatch) or an issue item's provisioned branch;
+// once the item has finished it waits no longer (the sender then records
+// why it cannot be written, rather than keep it pending for ever).
 func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaimBatchParams) ([]Outbox, error) {
 	rows, err := db.Query(ctx, outboxClaimBatch, arg.LockUntil, arg.Now, arg.Batch)
 	if err != nil {
