@@ -214,17 +214,18 @@ func TestExamplesOverHTTPHandler(t *testing.T) {
 // stdioPeer drives a StdioSession as a plugin host would: one line per
 // message, responses read back one line each.
 type stdioPeer struct {
-	in   *io.PipeWriter
-	out  *bufio.Reader
-	done chan error
+	session *rpc.StdioSession
+	in      *io.PipeWriter
+	out     *bufio.Reader
+	done    chan error
 }
 
 func newStdioPeer(t *testing.T, h *rpc.Handler) *stdioPeer {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	p := &stdioPeer{in: inW, out: bufio.NewReader(outR), done: make(chan error, 1)}
+	p := &stdioPeer{session: rpc.NewStdioSession(h, outW), in: inW, out: bufio.NewReader(outR), done: make(chan error, 1)}
 	go func() {
-		err := rpc.NewStdioSession(h, outW).Serve(context.Background(), inR)
+		err := p.session.Serve(context.Background(), inR)
 		outW.Close()
 		p.done <- err
 	}()
@@ -263,6 +264,9 @@ func TestExamplesOverStdio(t *testing.T) {
 	init := loadExamples(t, "initialize.json")
 	sc.clock.Set(t, "2026-10-01T11:59:00Z")
 	assertJSONEqual(t, "initialize.json", 0, init[0], peer.send(t, init[0].Request))
+	if root := peer.session.ProjectRoot(); root != "/srv/gitlease" {
+		t.Fatalf("session bound project %q, want /srv/gitlease", root)
+	}
 	runScenario(t, sc, peer.send)
 	// The rest of the lifecycle: initialized, $/ping, health/check, shutdown, exit.
 	for i, ex := range init[1:] {
