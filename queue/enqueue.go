@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -195,7 +196,7 @@ func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res 
 	}
 	row, err := s.q.WorkItemInsertNextGeneration(ctx, s.pool, s.insertParams(pe, s.now()))
 	switch {
-	case isUniqueViolation(err):
+	case isUniqueViolation(err) || errors.Is(err, pgx.ErrNoRows):
 		return res, false, nil
 	case err != nil:
 		return res, false, fmt.Errorf("insert work item: %w", err)
@@ -228,9 +229,13 @@ func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueuePar
 }
 
 // IsRetryable reports whether err is a lost race on one of the queue's
-// unique indexes, after which running the transaction again succeeds or
-// answers from the winner.
-func IsRetryable(err error) bool { return isUniqueViolation(err) }
+// unique indexes (or with a legacy item of the subject), after which running
+// the transaction again succeeds or answers from the winner.
+func IsRetryable(err error) bool { return isUniqueViolation(err) || errors.Is(err, errLegacyBlocker) }
+
+// errLegacyBlocker: the insert found a pending or held legacy item of the
+// subject that the lookups had not seen; the full path answers it.
+var errLegacyBlocker = errors.New("a legacy item of the subject appeared: run the enqueue again")
 
 // enqueue decides from one snapshot of the key's item, the subject's live
 // blocker and the reservation's holder, then creates the item with its next
@@ -288,6 +293,9 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 // Observer, in tx.
 func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
 	row, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return EnqueueResult{}, errLegacyBlocker
+	}
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}

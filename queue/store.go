@@ -121,7 +121,7 @@ const maxConflictRetries = 5
 func (s *Store) retryOnConflict(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.InTx(ctx, fn)
-		if err == nil || !isUniqueViolation(err) || attempt >= maxConflictRetries {
+		if err == nil || !IsRetryable(err) || attempt >= maxConflictRetries {
 			return err
 		}
 	}

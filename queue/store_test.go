@@ -591,3 +591,31 @@ func TestEnqueueSweepsAnExpiredBlocker(t *testing.T) {
 		t.Fatalf("%d sweep audit records, want 1", n)
 	}
 }
+
+// TestLegacyItemBlocksANewGeneration: a pending legacy item of the subject
+// blocks a v2 enqueue (queue v2 §3.3 step 6), on every path, and takes no
+// generation.
+func TestLegacyItemBlocksANewGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool, _ := newStore(t)
+	legacy, err := s.LegacyEnqueue(ctx, issue(5), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Enqueue(ctx, queue.EnqueueParams{Dispatch: issue(5)})
+	var sc *queue.SubjectCollisionError
+	if !errors.As(err, &sc) || sc.EntryID != legacy.EntryID || sc.Generation != nil || sc.Status != queue.StatusPending {
+		t.Fatalf("enqueue over a legacy item: %v, want a subject collision naming it without a generation", err)
+	}
+	err = s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := s.EnqueueTxOptimistic(ctx, tx, queue.EnqueueParams{Dispatch: issue(5)})
+		return err
+	})
+	if !queue.IsRetryable(err) {
+		t.Fatalf("optimistic enqueue over a legacy item: %v, want a retryable error", err)
+	}
+	if n := count(t, pool, "SELECT count(*) FROM subject_generations"); n != 0 {
+		t.Fatalf("%d generations allocated, want 0", n)
+	}
+}

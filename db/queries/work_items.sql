@@ -297,7 +297,13 @@ UNION ALL
 -- ever taken by an item that commits.
 WITH gen AS (
     INSERT INTO subject_generations (qualified_id, last_generation)
-    VALUES (@canonical_id::text, 1)
+    SELECT @canonical_id::text, 1
+    -- A pending or held legacy item of the subject blocks too, and no index
+    -- says so: then nothing is allocated and no row comes back.
+    WHERE NOT EXISTS (
+        SELECT 1 FROM work_items l
+        WHERE l.canonical_id = @canonical_id::text AND l.subject_generation IS NULL
+          AND l.status IN ('pending', 'held'))
     ON CONFLICT (qualified_id) DO UPDATE
         SET last_generation = subject_generations.last_generation + 1
     RETURNING last_generation
