@@ -181,17 +181,7 @@ func (t Timestamp) MarshalJSON() ([]byte, error) {
 // and stores the instant in UTC. It rejects non-strings, invalid date-times
 // and instants whose UTC year is outside 0000..9999. JSON null leaves t
 // unchanged, like encoding/json does for other types.
-func (t *Timestamp) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		return nil
-	}
-	v, err := parseTimestampJSON(data)
-	if err != nil {
-		return err
-	}
-	t.Time = v
-	return nil
-}
+func (t *Timestamp) UnmarshalJSON(data []byte) error { return unmarshalTime(data, &t.Time) }
 
 // MarshalJSON writes t like Timestamp.MarshalJSON but with a "+00:00" offset
 // (see FormatEntry).
@@ -204,7 +194,11 @@ func (t EntryTime) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads any RFC 3339 string, exactly as Timestamp.UnmarshalJSON
 // does, and stores the instant in UTC.
-func (t *EntryTime) UnmarshalJSON(data []byte) error {
+func (t *EntryTime) UnmarshalJSON(data []byte) error { return unmarshalTime(data, &t.Time) }
+
+// unmarshalTime is both timestamp types' UnmarshalJSON: null leaves dst
+// unchanged; anything else must be a formattable RFC 3339 string.
+func unmarshalTime(data []byte, dst *time.Time) error {
 	if string(data) == "null" {
 		return nil
 	}
@@ -212,6 +206,6 @@ func (t *EntryTime) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	t.Time = v
+	*dst = v
 	return nil
 }

@@ -61,17 +61,30 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer, logger *sl
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, logger)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	n, err := db.Migrate(ctx, pool)
-	if err != nil {
-		return err
-	}
-	logger.Info("migrations applied", "count", n)
+	pool.Close()
 	return nil
+}
+
+// openMigrated opens the pool and, when migrate is set, applies the
+// migrations first, as every command that talks to the queue starts.
+func openMigrated(ctx context.Context, url string, migrate bool, logger *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		n, err := db.Migrate(ctx, pool)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		logger.Info("migrations applied", "count", n)
+	}
+	return pool, nil
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer, logger *slog.Logger) error {
@@ -86,18 +99,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, logger *slog
 // nil, is called with the bound address once the server listens. Without
 // GitHub App credentials, fallback says what stands in for GitHub.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr string), fallback githubFallback) error {
-	pool, err := openPool(ctx, cfg.DatabaseURL)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, logger)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if cfg.Migrate {
-		n, err := db.Migrate(ctx, pool)
-		if err != nil {
-			return err
-		}
-		logger.Info("migrations applied", "count", n)
-	}
 	metrics := app.NewMetrics(pool)
 	gh, err := githubInstallations(cfg, fallback, metrics.Transport, logger)
 	if err != nil {
@@ -217,14 +223,11 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, logger)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := db.Migrate(ctx, pool); err != nil {
-		return err
-	}
 	notifier := app.NewNotifier(pool, logger) // wakes serve's workers for items enqueued here
 	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
