@@ -14,6 +14,7 @@ import (
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/queue/rpc"
 	"github.com/gitlease/gitlease/webhook"
+	"github.com/gitlease/gitlease/webhook/webhooktest"
 )
 
 // TestMetricsMoveWithDeliveries scrapes /metrics after a few deliveries and
@@ -25,13 +26,13 @@ func TestMetricsMoveWithDeliveries(t *testing.T) {
 	store := queue.NewStore(pool, queue.Config{OnOp: m.QueueOp})
 	srv := app.NewServer(app.ServerConfig{}, pool, rpc.NewHandler(store, "test", nil), nil)
 	m.Register(srv.Echo())
-	verifier, _ := webhook.NewVerifier(secret)
+	verifier, _ := webhook.NewVerifier("metrics-secret")
 	mapper, _ := webhook.NewMapper(nil, webhook.MapperConfig{BranchPrefix: "gitlease/"})
 	srv.Echo().POST("/webhook", echo.WrapHandler(webhook.NewHandler(store, verifier, mapper, nil, webhook.HandlerConfig{OnAnswer: m.Delivery})))
 
-	deliver(t, srv, "issues", "m-1", "issues-opened.json", nil)
-	deliver(t, srv, "issues", "m-1", "issues-opened.json", nil) // replay
-	deliver(t, srv, "ping", "m-2", "ping.json", nil)
+	webhooktest.Deliver(t, srv, "metrics-secret", "issues", "m-1", "issues-opened.json", nil)
+	webhooktest.Deliver(t, srv, "metrics-secret", "issues", "m-1", "issues-opened.json", nil) // replay
+	webhooktest.Deliver(t, srv, "metrics-secret", "ping", "m-2", "ping.json", nil)
 
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitlease/gitlease/app/setup"
+
 	"github.com/gitlease/gitlease/app"
 )
 
@@ -158,7 +160,7 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%q is not a positive Go duration", get("GITLEASE_DELIVERY_RETENTION"))}
 	}
 	if v := get("GITLEASE_PUBLIC_URL"); v != "" {
-		if c.PublicURL, err = app.ParsePublicURL(v); err != nil {
+		if c.PublicURL, err = setup.ParsePublicURL(v); err != nil {
 			return c, &configError{Setting: "GITLEASE_PUBLIC_URL", Problem: err.Error()}
 		}
 	}

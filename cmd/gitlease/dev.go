@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gitlease/gitlease/app/github"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -148,23 +150,12 @@ func hasGitHubCredentials(cfg config) bool {
 // credentials are configured; else, with githubDryRun, one talking to a
 // fresh dry-run recorder (through transport, so its calls are counted like
 // real ones); else nil.
-func githubInstallations(cfg config, fallback githubFallback, transport func(http.RoundTripper) http.RoundTripper, logger *slog.Logger) (*app.Installations, error) {
+func githubInstallations(cfg config, fallback githubFallback, transport func(http.RoundTripper) http.RoundTripper, logger *slog.Logger) (*github.Installations, error) {
 	if fallback != githubDryRun || hasGitHubCredentials(cfg) {
 		return githubFromConfig(cfg, transport(nil), logger)
 	}
-	dr := app.NewDryRun(logger)
-	ghCfg, err := dr.GitHubConfig()
-	if err != nil {
-		return nil, err
-	}
-	ghCfg.Transport = transport(dr)
-	ghCfg.Slug = cfg.AppSlug
-	gh, err := app.NewInstallations(ghCfg)
-	if err != nil {
-		return nil, fmt.Errorf("set up the dry-run GitHub recorder: %w", err)
-	}
-	logger.Info("no GitHub App credentials: GitHub calls go to the dry-run recorder, which logs what it would send (msg \"dry-run GitHub call\")")
-	return gh, nil
+	// The dry run moves onto the one fake GitHub (app/githubtest) in the next step.
+	return githubFromConfig(cfg, transport(nil), logger)
 }
 
 // setUpDevPostgres brings the state directory's PostgreSQL to the point

@@ -10,8 +10,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gitlease/gitlease/app/setup"
+
 	"github.com/gitlease/gitlease"
-	"github.com/gitlease/gitlease/app"
 )
 
 // runManifest is `gitlease manifest --url URL`: it prints the GitHub App
@@ -41,10 +42,10 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 	if strings.TrimSpace(*publicURL) == "" {
 		return &configError{Setting: "--url", Problem: "required: the public base URL GitHub should call, e.g. --url https://gitlease.example.com"}
 	}
-	if _, err := app.ParsePublicURL(*publicURL); err != nil {
+	if _, err := setup.ParsePublicURL(*publicURL); err != nil {
 		return &configError{Setting: "--url", Problem: err.Error()}
 	}
-	out, err := app.RenderManifest(gitlease.ManifestYAML, *publicURL)
+	out, err := setup.RenderManifest(gitlease.ManifestYAML, *publicURL)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/setup"
+	"github.com/gitlease/gitlease/app/worker"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
@@ -109,8 +113,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err != nil {
 		return err
 	}
-	outbox := app.NewOutbox(nil, logger)
-	notifier := app.NewNotifier(pool, logger)
+	outbox := github.NewOutbox(nil, logger)
+	notifier := worker.NewNotifier(pool, logger)
 	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
@@ -118,7 +122,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
-		sender := app.NewSender(pool, gh, app.SenderConfig{}, logger)
+		sender := github.NewSender(pool, gh, github.SenderConfig{}, logger)
 		if err := sender.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
@@ -127,7 +131,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	handler := rpc.NewHandler(store, version, logger)
 	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken}, pool, handler, logger)
 	metrics.Register(srv.Echo())
-	setup, err := app.NewSetup(app.SetupConfig{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
+	setup, err := setup.New(setup.Config{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
 		APIURL: cfg.APIURL, AppConfigured: cfg.AppID != 0}, logger)
 	if err != nil {
 		return err
@@ -189,7 +193,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Installations, outbox *app.Outbox, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -198,7 +202,7 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *app.Inst
 	if err != nil {
 		return nil, &configError{Setting: "GITHUB_WEBHOOK_SECRET", Problem: "required: " + err.Error()}
 	}
-	var prs webhook.PullRequestGetter // a nil *app.Installations must stay a nil interface
+	var prs webhook.PullRequestGetter // a nil *github.Installations must stay a nil interface
 	botLogin := ""
 	if cfg.AppSlug != "" {
 		botLogin = cfg.AppSlug + "[bot]"
@@ -228,7 +232,7 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return err
 	}
 	defer pool.Close()
-	notifier := app.NewNotifier(pool, logger) // wakes serve's workers for items enqueued here
+	notifier := worker.NewNotifier(pool, logger) // wakes serve's workers for items enqueued here
 	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}

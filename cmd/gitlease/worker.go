@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/worker"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/queue"
 )
 
@@ -22,15 +24,15 @@ import (
 // sweeper. With the worker disabled (GITLEASE_WORKER_SLOTS=0) both are nil
 // and its methods do nothing.
 type builtinWorker struct {
-	worker  *app.Worker
-	sweeper *app.Sweeper
+	worker  *worker.Worker
+	sweeper *worker.Sweeper
 }
 
 // startBuiltinWorker starts the built-in worker and the sweeper as
 // gitlease-serve/<instance>, unless cfg disables the worker. They run on a
 // context serve's signal does not cancel: serve stops them itself, in its
 // shutdown order (stopLeasing, then stop).
-func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, pool *pgxpool.Pool, gh *app.Installations, logger *slog.Logger) (*builtinWorker, error) {
+func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, pool *pgxpool.Pool, gh *github.Installations, logger *slog.Logger) (*builtinWorker, error) {
 	if cfg.WorkerSlots == 0 {
 		logger.Info("built-in worker disabled (GITLEASE_WORKER_SLOTS=0)")
 		return &builtinWorker{}, nil
@@ -38,13 +40,13 @@ func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, poo
 	if cfg.WorkerExec == "" {
 		logger.Info("GITLEASE_WORKER_EXEC is not set: the built-in worker completes each item once it is provisioned")
 	}
-	wcfg := app.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: app.BuiltinOwnerPrefix + app.NewInstanceID()}
+	wcfg := worker.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: worker.BuiltinOwnerPrefix + worker.NewInstanceID()}
 	if gh == nil {
 		// Without credentials no branch is created (its outbox row waits),
 		// so waiting minutes for one would only hold the slot.
 		wcfg.ProvisionWait = time.Second
 	}
-	w, err := app.NewWorker(store, pool, gh, wcfg, logger)
+	w, err := worker.NewWorker(store, pool, gh, wcfg, logger)
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: err.Error()}
 	}
@@ -52,7 +54,7 @@ func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, poo
 	if err := w.Start(bg); err != nil {
 		return nil, fmt.Errorf("start built-in worker: %w", err)
 	}
-	sw := app.NewSweeper(store, w, app.SweeperConfig{}, logger)
+	sw := worker.NewSweeper(store, w, worker.SweeperConfig{}, logger)
 	if err := sw.Start(bg); err != nil {
 		w.Stop()
 		return nil, fmt.Errorf("start lease recovery sweeper: %w", err)
@@ -123,15 +125,15 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 		return &configError{Setting: "--token", Problem: "required (or set GITLEASE_RPC_TOKEN)"}
 	case strings.TrimSpace(*execCmd) == "":
 		return &configError{Setting: "--exec", Problem: "required (the command to run per item)"}
-	case *slots < 1 || *slots > app.MaxWorkerSlots:
-		return &configError{Setting: "--slots", Problem: fmt.Sprintf("%d is not a number from 1 to %d", *slots, app.MaxWorkerSlots)}
+	case *slots < 1 || *slots > worker.MaxWorkerSlots:
+		return &configError{Setting: "--slots", Problem: fmt.Sprintf("%d is not a number from 1 to %d", *slots, worker.MaxWorkerSlots)}
 	case *poll <= 0 || *grace <= 0:
 		return &configError{Setting: "--poll/--grace", Problem: "must be positive durations"}
 	}
 	if *owner == "" {
-		*owner = "gitlease-worker/" + app.NewInstanceID()
+		*owner = "gitlease-worker/" + worker.NewInstanceID()
 	}
-	client, err := app.NewRPCClient(*serverURL, *token, &http.Client{Timeout: time.Minute})
+	client, err := worker.NewRPCClient(*serverURL, *token, &http.Client{Timeout: time.Minute})
 	if err != nil {
 		return &configError{Setting: "--url", Problem: err.Error()}
 	}
@@ -142,7 +144,7 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 	if err != nil {
 		return fmt.Errorf("reach the gitlease server at %s: %w", *serverURL, err)
 	}
-	w, err := app.NewRemoteWorker(client, app.WorkerConfig{
+	w, err := worker.NewRemoteWorker(client, worker.WorkerConfig{
 		Slots: *slots, Exec: *execCmd, OwnerID: *owner, Poll: *poll, Grace: *grace,
 	}, logger)
 	if err != nil {

@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/google/go-github/v66/github"
+	gh "github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gitlease/gitlease/db/dbq"
@@ -42,7 +42,7 @@ type Provisioner struct{}
 // does not allow drafts) whose body closes the issue and carries a hidden
 // marker. It never moves a ref that exists, so a retry, a recovery or a
 // later generation reuses what the first one made.
-func (Provisioner) Provision(ctx context.Context, c *github.Client, spec ProvisionSpec) (Provisioned, error) {
+func (Provisioner) Provision(ctx context.Context, c *gh.Client, spec ProvisionSpec) (Provisioned, error) {
 	sha, err := ensureBranch(ctx, c, spec)
 	if err != nil {
 		return Provisioned{}, err
@@ -54,7 +54,7 @@ func (Provisioner) Provision(ctx context.Context, c *github.Client, spec Provisi
 	return Provisioned{HeadSHA: sha, PullRequestNumber: pr.GetNumber(), PullRequestURL: pr.GetHTMLURL()}, nil
 }
 
-func ensureBranch(ctx context.Context, c *github.Client, spec ProvisionSpec) (string, error) {
+func ensureBranch(ctx context.Context, c *gh.Client, spec ProvisionSpec) (string, error) {
 	ref, _, err := c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.HeadBranch)
 	if err == nil {
 		return ref.GetObject().GetSHA(), nil
@@ -75,16 +75,16 @@ func ensureBranch(ctx context.Context, c *github.Client, spec ProvisionSpec) (st
 		return "", fmt.Errorf("read base commit: %w", err)
 	}
 	// An empty commit: the base's tree, the base as parent.
-	commit, _, err := c.Git.CreateCommit(ctx, spec.Owner, spec.Repo, &github.Commit{
-		Message: github.String(fmt.Sprintf("gitlease: start work on #%d\n\n%s", spec.IssueNumber, spec.Title)),
-		Tree:    &github.Tree{SHA: baseCommit.GetTree().SHA},
-		Parents: []*github.Commit{{SHA: github.String(baseSHA)}},
+	commit, _, err := c.Git.CreateCommit(ctx, spec.Owner, spec.Repo, &gh.Commit{
+		Message: gh.String(fmt.Sprintf("gitlease: start work on #%d\n\n%s", spec.IssueNumber, spec.Title)),
+		Tree:    &gh.Tree{SHA: baseCommit.GetTree().SHA},
+		Parents: []*gh.Commit{{SHA: gh.String(baseSHA)}},
 	}, nil)
 	if err != nil {
 		return "", fmt.Errorf("create initial commit: %w", err)
 	}
-	created, _, err := c.Git.CreateRef(ctx, spec.Owner, spec.Repo, &github.Reference{
-		Ref: github.String("refs/heads/" + spec.HeadBranch), Object: &github.GitObject{SHA: commit.SHA},
+	created, _, err := c.Git.CreateRef(ctx, spec.Owner, spec.Repo, &gh.Reference{
+		Ref: gh.String("refs/heads/" + spec.HeadBranch), Object: &gh.GitObject{SHA: commit.SHA},
 	})
 	if err == nil {
 		return created.GetObject().GetSHA(), nil
@@ -106,20 +106,20 @@ func marker(spec ProvisionSpec) string {
 	return "<!-- gitlease " + string(b) + " -->"
 }
 
-func ensurePullRequest(ctx context.Context, c *github.Client, spec ProvisionSpec) (*github.PullRequest, error) {
+func ensurePullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
 	if pr, err := findPullRequest(ctx, c, spec); pr != nil || err != nil {
 		return pr, err
 	}
 	body := fmt.Sprintf("Closes #%d\n\ngitlease opened this draft pull request for generation %d of %s.\n\n%s",
 		spec.IssueNumber, spec.Generation, spec.QualifiedID, marker(spec))
-	np := &github.NewPullRequest{
-		Title: github.String(orDefault(spec.Title, fmt.Sprintf("Work on #%d", spec.IssueNumber))),
-		Head:  github.String(spec.HeadBranch), Base: github.String(spec.BaseBranch),
-		Body: github.String(body), Draft: github.Bool(true),
+	np := &gh.NewPullRequest{
+		Title: gh.String(orDefault(spec.Title, fmt.Sprintf("Work on #%d", spec.IssueNumber))),
+		Head:  gh.String(spec.HeadBranch), Base: gh.String(spec.BaseBranch),
+		Body: gh.String(body), Draft: gh.Bool(true),
 	}
 	pr, _, err := c.PullRequests.Create(ctx, spec.Owner, spec.Repo, np)
 	if err != nil && isStatus(err, http.StatusUnprocessableEntity) && strings.Contains(strings.ToLower(errText(err)), "draft") {
-		np.Draft = github.Bool(false) // the repository does not allow drafts
+		np.Draft = gh.Bool(false) // the repository does not allow drafts
 		pr, _, err = c.PullRequests.Create(ctx, spec.Owner, spec.Repo, np)
 	}
 	if err == nil {
@@ -135,7 +135,7 @@ func ensurePullRequest(ctx context.Context, c *github.Client, spec ProvisionSpec
 
 // errText is the full text of a GitHub error, including its field errors.
 func errText(err error) string {
-	var r *github.ErrorResponse
+	var r *gh.ErrorResponse
 	if !errors.As(err, &r) {
 		return err.Error()
 	}
@@ -148,8 +148,8 @@ func errText(err error) string {
 }
 
 // findPullRequest finds an open pull request from the head branch to the base.
-func findPullRequest(ctx context.Context, c *github.Client, spec ProvisionSpec) (*github.PullRequest, error) {
-	prs, _, err := c.PullRequests.List(ctx, spec.Owner, spec.Repo, &github.PullRequestListOptions{
+func findPullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
+	prs, _, err := c.PullRequests.List(ctx, spec.Owner, spec.Repo, &gh.PullRequestListOptions{
 		State: "open", Head: spec.Owner + ":" + spec.HeadBranch, Base: spec.BaseBranch,
 	})
 	if err != nil {

@@ -1,10 +1,12 @@
-package app
+package worker
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/gitlease/gitlease/app/service"
 
 	"github.com/gitlease/gitlease/queue"
 )
@@ -35,7 +37,7 @@ type Sweeper struct {
 	cfg    SweeperConfig
 	logger *slog.Logger
 
-	service
+	service.Service
 }
 
 // NewSweeper returns a Sweeper that recovers into worker, the built-in
@@ -56,7 +58,7 @@ func NewSweeper(store *queue.Store, worker *Worker, cfg SweeperConfig, logger *s
 // Start sweeps every Interval in the background until Stop or ctx ends.
 // It returns an error if the sweeper was started before.
 func (s *Sweeper) Start(ctx context.Context) error {
-	return s.start(ctx, s.loop)
+	return s.Service.Start(ctx, s.loop)
 }
 
 func (s *Sweeper) loop(ctx context.Context) {

@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/gitlease/gitlease/webhook"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -60,37 +62,6 @@ type standaloneCheckRun struct {
 	Summary        string `json:"summary"`
 }
 
-// githubMeta is what the webhook intake put in a dispatch's subject
-// metadata about where the item lives on GitHub.
-type githubMeta struct {
-	Kind           string
-	InstallationID int64  `json:"installation_id"`
-	RepositoryID   int64  `json:"repository_id"`
-	Repository     string `json:"repository"`
-	Number         int    `json:"number"`
-	HTMLURL        string `json:"html_url"`
-	HeadSHA        string `json:"head_sha"`
-}
-
-// metaOf reads an item's GitHub metadata; ok is false for items that do not
-// come from GitHub (enqueued over /rpc without it).
-func metaOf(dispatch json.RawMessage) (m githubMeta, ok bool) {
-	var d struct {
-		Subject struct {
-			Kind     string     `json:"kind"`
-			Metadata githubMeta `json:"metadata"`
-		} `json:"subject"`
-	}
-	if json.Unmarshal(dispatch, &d) != nil {
-		return m, false
-	}
-	m = d.Subject.Metadata
-	m.Kind = d.Subject.Kind
-	owner, name, _ := strings.Cut(m.Repository, "/")
-	isGitHub := m.Kind == "github_issue" || m.Kind == "github_pull_request"
-	return m, isGitHub && m.InstallationID > 0 && owner != "" && name != "" && m.Number > 0
-}
-
 // Outbox writes GitHub side effects as outbox rows in the caller's
 // transaction. It is the queue's Observer and the webhook intake's feedback
 // sink, so no queue change and no delivery outcome commits without its
@@ -120,8 +91,8 @@ var (
 // ObservesEnqueue reports whether Enqueued writes anything for an item with
 // this dispatch: only a GitHub pull request's does (its queued check run).
 func (o *Outbox) ObservesEnqueue(dispatch json.RawMessage) bool {
-	m, ok := metaOf(dispatch)
-	return ok && m.Kind == "github_pull_request" && m.HeadSHA != ""
+	m, ok := webhook.ReadMeta(dispatch)
+	return ok && m.Kind == webhook.KindPullRequest && m.HeadSHA != ""
 }
 
 func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry *uuid.UUID, payload any) error {
@@ -143,8 +114,8 @@ func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u check
 // Enqueued creates a pull-request item's check run, queued, on its head
 // commit. An issue item's check run waits for its branch.
 func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
-	m, ok := metaOf(it.Dispatch())
-	if !ok || m.Kind != "github_pull_request" || m.HeadSHA == "" {
+	m, ok := webhook.ReadMeta(it.Dispatch())
+	if !ok || m.Kind != webhook.KindPullRequest || m.HeadSHA == "" {
 		return nil
 	}
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
@@ -158,7 +129,7 @@ func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 // Leased moves the check run to in_progress and, for an issue item not yet
 // provisioned, asks for its branch and draft pull request.
 func (o *Outbox) Leased(ctx context.Context, tx pgx.Tx, it queue.Item) error {
-	m, ok := metaOf(it.Dispatch())
+	m, ok := webhook.ReadMeta(it.Dispatch())
 	if !ok {
 		return nil
 	}
@@ -166,7 +137,7 @@ func (o *Outbox) Leased(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	if f == nil || f.QueueLease == nil {
 		return nil
 	}
-	if m.Kind == "github_issue" && !it.Provisioned() {
+	if m.Kind == webhook.KindIssue && !it.Provisioned() {
 		id := uuid.MustParse(it.EntryID())
 		if err := o.insert(ctx, tx, "provision/"+it.EntryID(), kindProvision, &id,
 			provisionRequest{LeaseGeneration: int64(f.QueueLease.Generation)}); err != nil {
@@ -193,8 +164,8 @@ var conclusions = map[string]string{
 // Finished concludes the item's check run. An issue item that never got a
 // branch never got a check run, and gets none now.
 func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
-	m, ok := metaOf(it.Dispatch())
-	if !ok || (m.Kind == "github_issue" && !it.ProvisionRequested()) {
+	m, ok := webhook.ReadMeta(it.Dispatch())
+	if !ok || (m.Kind == webhook.KindIssue && !it.ProvisionRequested()) {
 		return nil
 	}
 	why := map[string]string{
@@ -214,7 +185,7 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 // Annotate adds annotations to an item's check run, now or, for an issue
 // item without a check run yet, when it is created.
 func (o *Outbox) Annotate(ctx context.Context, tx pgx.Tx, it queue.Item, anns ...Annotation) error {
-	if _, ok := metaOf(it.Dispatch()); !ok || len(anns) == 0 {
+	if _, ok := webhook.ReadMeta(it.Dispatch()); !ok || len(anns) == 0 {
 		return nil
 	}
 	return o.checkRun(ctx, tx, it, checkRunUpdate{Annotations: anns})

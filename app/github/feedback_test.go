@@ -1,51 +1,25 @@
-package app_test
+package github_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/gitlease/gitlease/app"
+	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"
+	"github.com/gitlease/gitlease/webhook/webhooktest"
 )
 
 const secret = "feedback-secret"
 
-// deliver posts a fixture (edited by fn) as GitHub would and returns the answer.
 func deliver(t *testing.T, h http.Handler, event, id, fixture string, fn func(m map[string]any)) webhook.Response {
 	t.Helper()
-	raw, err := os.ReadFile("../testdata/payloads/" + fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	if fn != nil {
-		fn(m)
-	}
-	body, _ := json.Marshal(m)
-	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte(secret), body))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	var resp webhook.Response
-	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
-		t.Fatalf("answer %d %q: %v", rec.Code, rec.Body.String(), err)
-	}
-	return resp
+	return webhooktest.Deliver(t, h, secret, event, id, fixture, fn)
 }
 
 // TestDeliveryFeedbackOnGitHub: replays and collisions show up on GitHub as
@@ -57,7 +31,7 @@ func TestDeliveryFeedbackOnGitHub(t *testing.T) {
 	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
 	gh.AddInstallation(2311213, "octocat/Hello-World")
 	gh.ReserveNumbers("octocat/Hello-World", 2000)
-	h := &harness{gh: gh, pool: dbtest.New(t), outbox: app.NewOutbox(nil, nil)}
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
 	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox})
 	verifier, _ := webhook.NewVerifier(secret)
 	mapper, err := webhook.NewMapper(nil, webhook.MapperConfig{BranchPrefix: "gitlease/", BotLogin: "gitlease[bot]"})

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"bufio"
@@ -13,6 +13,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitlease/gitlease/app"
+
+	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/webhook"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -56,7 +61,7 @@ func newQueue(t *testing.T, ttl time.Duration) (*queue.Store, *pgxpool.Pool) {
 // for its branch and pull request.
 func issueItem(t *testing.T, store *queue.Store, n int, gh bool) queue.EnqueueResult {
 	t.Helper()
-	ref := &queue.SubjectRef{Kind: "github_issue", ID: fmt.Sprintf("1296269#%d", n), Title: fmt.Sprintf("Issue %d", n)}
+	ref := &queue.SubjectRef{Kind: webhook.KindIssue, ID: fmt.Sprintf("1296269#%d", n), Title: fmt.Sprintf("Issue %d", n)}
 	if gh {
 		ref.Metadata = json.RawMessage(fmt.Sprintf(`{"installation_id":7,"repository_id":1296269,"repository":"acme/widgets",`+
 			`"number":%d,"html_url":"https://github.com/acme/widgets/issues/%d"}`, n, n))
@@ -92,7 +97,7 @@ func startWorker(t *testing.T, store *queue.Store, pool *pgxpool.Pool, cfg Worke
 
 // startWorkerWith starts a built-in worker that hands out installation
 // tokens from gh (none when nil) and stops it when the test ends.
-func startWorkerWith(t *testing.T, store *queue.Store, pool *pgxpool.Pool, gh *Installations, cfg WorkerConfig) *Worker {
+func startWorkerWith(t *testing.T, store *queue.Store, pool *pgxpool.Pool, gh *github.Installations, cfg WorkerConfig) *Worker {
 	t.Helper()
 	if cfg.OwnerID == "" {
 		cfg.OwnerID = BuiltinOwnerPrefix + "test-" + uuid.NewString()[:8]
@@ -268,8 +273,8 @@ func TestItemEnvForPullRequests(t *testing.T) {
 	t.Parallel()
 	f := queue.Fence{WorkflowID: "wf", QueueLease: &queue.LeaseFence{EntryID: "e"},
 		Subject: &queue.SubjectGeneration{QualifiedID: "github_pull_request:9#5", Generation: 2}}
-	meta := githubMeta{Kind: "github_pull_request", InstallationID: 77, Repository: "o/r", Number: 5,
-		HTMLURL: "https://github.com/o/r/pull/5", HeadSHA: "abc"}
+	meta := webhook.ItemMeta{Kind: webhook.KindPullRequest, Metadata: webhook.Metadata{InstallationID: 77, Repository: "o/r", Number: 5,
+		HTMLURL: "https://github.com/o/r/pull/5", HeadSHA: "abc"}}
 	env := map[string]string{}
 	for _, kv := range itemEnv(f, json.RawMessage(`{}`), meta, nil) {
 		k, v, _ := strings.Cut(kv, "=")
@@ -498,7 +503,7 @@ func TestChildEnvDropsSecrets(t *testing.T) {
 func TestRemoteWorkerOverRPC(t *testing.T) {
 	t.Parallel()
 	store, pool := newQueue(t, 3*time.Second)
-	srv := httptest.NewServer(NewServer(ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
 	client, err := NewRPCClient(srv.URL, "tok", nil)
 	if err != nil {
@@ -553,7 +558,7 @@ test "$GITLEASE_ENTRY_ID" != '`+bad.EntryID+`'
 func TestRemoteWorkerShutdownReleases(t *testing.T) {
 	t.Parallel()
 	store, pool := newQueue(t, time.Minute)
-	srv := httptest.NewServer(NewServer(ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
 	client, err := NewRPCClient(srv.URL+"/rpc", "tok", nil)
 	if err != nil {
@@ -579,7 +584,7 @@ func TestRemoteWorkerShutdownReleases(t *testing.T) {
 func TestRPCClientErrors(t *testing.T) {
 	t.Parallel()
 	store, pool := newQueue(t, time.Minute)
-	srv := httptest.NewServer(NewServer(ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
 	wrong, _ := NewRPCClient(srv.URL, "wrong", nil)
 	if _, err := wrong.Entry(context.Background(), uuid.NewString()); err == nil || !strings.Contains(err.Error(), "401") {
@@ -605,12 +610,12 @@ func TestWorkerEndToEndWithGitHub(t *testing.T) {
 	gh.AddRepo("octo", "widgets", 1296269, "main", true)
 	gh.AddInstallation(4242, "octo/widgets")
 	pool := dbtest.New(t)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Observer: NewOutbox(nil, testLogger(t))})
-	inst, err := NewInstallations(GitHubConfig{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Observer: github.NewOutbox(nil, testLogger(t))})
+	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender := NewSender(pool, inst, SenderConfig{Poll: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, testLogger(t))
+	sender := github.NewSender(pool, inst, github.SenderConfig{Poll: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, testLogger(t))
 	if err := sender.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +626,7 @@ func TestWorkerEndToEndWithGitHub(t *testing.T) {
 			"number": n, "html_url": fmt.Sprintf("https://github.com/octo/widgets/issues/%d", n)})
 		res, err := store.Enqueue(context.Background(), queue.EnqueueParams{
 			Dispatch: queue.SubjectDispatch{
-				Subject:     &queue.SubjectRef{Kind: "github_issue", ID: fmt.Sprintf("1296269#%d", n), Title: fmt.Sprintf("Fix thing %d", n), Metadata: meta},
+				Subject:     &queue.SubjectRef{Kind: webhook.KindIssue, ID: fmt.Sprintf("1296269#%d", n), Title: fmt.Sprintf("Fix thing %d", n), Metadata: meta},
 				WorkflowRef: "coding", TriggerSource: "github:issues.opened", RequestedAt: queue.Timestamp{Time: time.Now().UTC().Truncate(time.Second)},
 			},
 			Reservation: &queue.Reservation{Repository: "octo/widgets", BaseRef: "refs/heads/main", HeadRef: fmt.Sprintf("refs/heads/gitlease/issue-%d", n)},
@@ -696,3 +701,4 @@ test "$GITLEASE_ENTRY_ID" != '`+bad+`'
 		t.Errorf("GitHub violations: %+v", v)
 	}
 }
+func ptr[T any](v T) *T { return &v }

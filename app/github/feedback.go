@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	if err != nil {
 		return fmt.Errorf("read the delivery's item: %w", err)
 	}
-	if _, ok := metaOf(holder.Dispatch); !ok {
+	if _, ok := webhook.ReadMeta(holder.Dispatch); !ok {
 		return nil
 	}
 	gen := uint64(derefInt(holder.SubjectGeneration))
@@ -75,7 +75,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	// run of its own, so its author sees why nothing runs there.
 	event, ok := eventMeta(r)
 	holderSHA := deref(holder.HeadSha)
-	if hm, _ := metaOf(holder.Dispatch); holderSHA == "" {
+	if hm, _ := webhook.ReadMeta(holder.Dispatch); holderSHA == "" {
 		holderSHA = hm.HeadSHA
 	}
 	if !ok || event.HeadSHA == "" || event.HeadSHA == holderSHA {
@@ -112,12 +112,12 @@ func eventAction(r webhook.Result) string {
 }
 
 // eventMeta reads the GitHub location of the event's own subject.
-func eventMeta(r webhook.Result) (githubMeta, bool) {
+func eventMeta(r webhook.Result) (webhook.ItemMeta, bool) {
 	b, err := json.Marshal(r.Decision.Enqueue.Dispatch)
 	if err != nil {
-		return githubMeta{}, false
+		return webhook.ItemMeta{}, false
 	}
-	return metaOf(b)
+	return webhook.ReadMeta(b)
 }
 
 // pullRequestOf is the holder's pull request: the one gitlease opened for
@@ -126,7 +126,7 @@ func pullRequestOf(w dbq.WorkItem) string {
 	if w.PrUrl != nil {
 		return *w.PrUrl
 	}
-	if m, ok := metaOf(w.Dispatch); ok && m.Kind == "github_pull_request" {
+	if m, ok := webhook.ReadMeta(w.Dispatch); ok && m.Kind == webhook.KindPullRequest {
 		return m.HTMLURL
 	}
 	return ""

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gitlease/gitlease/webhook"
 
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/queue/rpc"
@@ -72,7 +74,7 @@ func childEnv(base []string, keepGitHubToken bool, item []string) []string {
 }
 
 // itemEnv lists the GITLEASE_* variables describing a leased item.
-func itemEnv(f queue.Fence, dispatch json.RawMessage, meta githubMeta, prov *queue.Provisioning) []string {
+func itemEnv(f queue.Fence, dispatch json.RawMessage, meta webhook.ItemMeta, prov *queue.Provisioning) []string {
 	v := map[string]string{
 		"GITLEASE_ENTRY_ID":    f.QueueLease.EntryID,
 		"GITLEASE_WORKFLOW_ID": f.WorkflowID,
@@ -91,7 +93,7 @@ func itemEnv(f queue.Fence, dispatch json.RawMessage, meta githubMeta, prov *que
 	if meta.InstallationID > 0 {
 		v["GITLEASE_INSTALLATION_ID"] = strconv.FormatInt(meta.InstallationID, 10)
 	}
-	if meta.Kind == "github_pull_request" && meta.Number > 0 {
+	if meta.Kind == webhook.KindPullRequest && meta.Number > 0 {
 		// The subject is the pull request itself.
 		v["GITLEASE_HEAD_SHA"] = meta.HeadSHA
 		v["GITLEASE_PR_NUMBER"] = strconv.Itoa(meta.Number)
@@ -172,7 +174,7 @@ type job struct {
 	w        *Worker
 	entryID  string
 	dispatch json.RawMessage
-	meta     githubMeta
+	meta     webhook.ItemMeta
 	isGitHub bool
 	log      *slog.Logger
 
@@ -187,7 +189,7 @@ type job struct {
 func newJob(w *Worker, fe queue.FencedEntry) *job {
 	j := &job{w: w, entryID: fe.Execution.QueueLease.EntryID, dispatch: fe.Entry.SubjectDispatch, fence: fe.Execution,
 		lost: make(chan struct{})}
-	j.meta, j.isGitHub = metaOf(fe.Entry.SubjectDispatch)
+	j.meta, j.isGitHub = webhook.ReadMeta(fe.Entry.SubjectDispatch)
 	attrs := []any{"entry_id", j.entryID, // owner_id comes with the worker's logger
 		"lease_generation", fe.Execution.QueueLease.Generation, "workflow_id", fe.Execution.WorkflowID}
 	if s := fe.Execution.Subject; s != nil {
@@ -313,7 +315,7 @@ func (j *job) renewLoop(ctx context.Context) {
 // same wait). It returns a *lostError when the item moved on, errShutdown
 // when the worker stops meanwhile.
 func (j *job) awaitProvisioning(ctx context.Context) (*queue.Provisioning, error) {
-	if !j.isGitHub || j.meta.Kind != "github_issue" {
+	if !j.isGitHub || j.meta.Kind != webhook.KindIssue {
 		return nil, nil
 	}
 	deadline := time.NewTimer(j.w.cfg.ProvisionWait)

@@ -1,4 +1,4 @@
-package app
+package worker
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gitlease/gitlease/app/github"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -107,9 +109,9 @@ func (c *WorkerConfig) validate() error {
 // /rpc and polls. It is safe for concurrent use.
 type Worker struct {
 	q      leaser
-	ttl    time.Duration  // the lease TTL, when known (built-in)
-	pool   *pgxpool.Pool  // for LISTEN; nil for a remote worker
-	gh     *Installations // installation tokens; nil: none
+	ttl    time.Duration         // the lease TTL, when known (built-in)
+	pool   *pgxpool.Pool         // for LISTEN; nil for a remote worker
+	gh     *github.Installations // installation tokens; nil: none
 	remote bool
 	cfg    WorkerConfig
 	logger *slog.Logger
@@ -137,7 +139,7 @@ type Worker struct {
 // settings, and gives commands an installation token as GITHUB_TOKEN when gh
 // is not nil. It returns an error for an invalid cfg (slots outside 1..5, no
 // owner ID).
-func NewWorker(store *queue.Store, pool *pgxpool.Pool, gh *Installations, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
+func NewWorker(store *queue.Store, pool *pgxpool.Pool, gh *github.Installations, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
 	w, err := newWorker(storeLeaser{store}, cfg, logger)
 	if err != nil {
 		return nil, err

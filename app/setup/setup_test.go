@@ -1,4 +1,4 @@
-package app_test
+package setup_test
 
 import (
 	"encoding/json"
@@ -17,8 +17,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gitlease/gitlease"
-	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/setup"
 )
 
 // clock is a settable time for state expiry.
@@ -35,14 +35,14 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // newSetupServer serves the manifest flow of cfg against GitHub at apiURL.
-func newSetupServer(t *testing.T, cfg app.SetupConfig) *httptest.Server {
+func newSetupServer(t *testing.T, cfg setup.Config) *httptest.Server {
 	t.Helper()
 	if cfg.ManifestYAML == nil {
 		cfg.ManifestYAML = gitlease.ManifestYAML
 	}
-	s, err := app.NewSetup(cfg, nil)
+	s, err := setup.New(cfg, nil)
 	if err != nil {
-		t.Fatalf("NewSetup: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	e := echo.New()
 	s.Register(e)
@@ -163,7 +163,7 @@ func checkManifestURLs(t *testing.T, manifest map[string]any, base string) {
 func TestSetupManifestFlow(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
-	srv := newSetupServer(t, app.SetupConfig{APIURL: gh.URL()})
+	srv := newSetupServer(t, setup.Config{APIURL: gh.URL()})
 	proxied := map[string]string{"Host": "gitlease.example.com", "X-Forwarded-Proto": "https"}
 
 	sp := parseStart(t, srv.URL, proxied, "")
@@ -249,7 +249,7 @@ func TestSetupManifestFlow(t *testing.T) {
 func TestSetupGitHubDown(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
-	srv := newSetupServer(t, app.SetupConfig{APIURL: gh.URL(), PublicURL: "https://gl.example.com"})
+	srv := newSetupServer(t, setup.Config{APIURL: gh.URL(), PublicURL: "https://gl.example.com"})
 	sp := parseStart(t, srv.URL, nil, "")
 	created := gh.AddManifestCodeFor("abc123", sp.manifestRaw)
 	gh.FailNext(githubtest.KindManifest, 2, http.StatusInternalServerError)
@@ -270,10 +270,10 @@ func TestSetupStateExpires(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
 	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	srv := newSetupServer(t, app.SetupConfig{APIURL: gh.URL(), PublicURL: "https://gl.example.com", Now: clk.Now})
+	srv := newSetupServer(t, setup.Config{APIURL: gh.URL(), PublicURL: "https://gl.example.com", Now: clk.Now})
 	sp := parseStart(t, srv.URL, nil, "")
 	gh.AddManifestCodeFor("late", sp.manifestRaw)
-	clk.Add(app.SetupStateTTL + time.Second)
+	clk.Add(setup.SetupStateTTL + time.Second)
 	if p := get(t, srv.URL+"/setup/callback?code=late&state="+url.QueryEscape(sp.state), nil); p.status != http.StatusBadRequest {
 		t.Fatalf("callback after the state expired = %d, want 400", p.status)
 	}
@@ -281,7 +281,7 @@ func TestSetupStateExpires(t *testing.T) {
 		t.Error("GitHub was asked to convert a code under an expired state")
 	}
 	sp = parseStart(t, srv.URL, nil, "")
-	clk.Add(app.SetupStateTTL - time.Minute)
+	clk.Add(setup.SetupStateTTL - time.Minute)
 	if p := get(t, srv.URL+"/setup/callback?code=late&state="+url.QueryEscape(sp.state), nil); p.status != http.StatusOK {
 		t.Fatalf("callback within the hour = %d, want 200:\n%s", p.status, p.body)
 	}
@@ -291,7 +291,7 @@ func TestSetupStateExpires(t *testing.T) {
 // organization changes where the form posts, and bad options are 400s.
 func TestSetupOptions(t *testing.T) {
 	t.Parallel()
-	srv := newSetupServer(t, app.SetupConfig{
+	srv := newSetupServer(t, setup.Config{
 		APIURL: "https://ghe.example.com/api/v3/", PublicURL: "https://gl.example.com/prefix/",
 	})
 	sp := parseStart(t, srv.URL, map[string]string{"Host": "elsewhere.example.org"}, "")
@@ -321,19 +321,19 @@ func TestGitHubWebURL(t *testing.T) {
 		"http://127.0.0.1:4567/":              "http://127.0.0.1:4567",
 		"http://127.0.0.1:4567/github/api/v3": "http://127.0.0.1:4567/github",
 	} {
-		got, err := app.GitHubWebURL(in)
+		got, err := setup.GitHubWebURL(in)
 		if err != nil || got != want {
 			t.Errorf("GitHubWebURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := app.GitHubWebURL("not a url"); err == nil {
+	if _, err := setup.GitHubWebURL("not a url"); err == nil {
 		t.Error("GitHubWebURL accepted a non-URL")
 	}
 }
 
 func TestRenderManifest(t *testing.T) {
 	t.Parallel()
-	out, err := app.RenderManifest(gitlease.ManifestYAML, "https://gl.example.com/")
+	out, err := setup.RenderManifest(gitlease.ManifestYAML, "https://gl.example.com/")
 	if err != nil {
 		t.Fatalf("RenderManifest(manifest.yml): %v", err)
 	}
@@ -346,7 +346,7 @@ func TestRenderManifest(t *testing.T) {
 		t.Errorf("RenderManifest does not keep manifest.yml's key order: %.60s", out)
 	}
 	for _, bad := range []string{"", "gl.example.com", "ftp://gl.example.com", "https://user@gl.example.com", "https://gl.example.com/?x=1"} {
-		if _, err := app.RenderManifest(gitlease.ManifestYAML, bad); err == nil {
+		if _, err := setup.RenderManifest(gitlease.ManifestYAML, bad); err == nil {
 			t.Errorf("RenderManifest accepted the public URL %q", bad)
 		}
 	}
@@ -356,7 +356,7 @@ func TestRenderManifest(t *testing.T) {
 		"not a mapping":     "- a\n- b\n",
 		"not YAML":          "name: [\n",
 	} {
-		if _, err := app.RenderManifest([]byte(src), "https://gl.example.com"); err == nil {
+		if _, err := setup.RenderManifest([]byte(src), "https://gl.example.com"); err == nil {
 			t.Errorf("RenderManifest accepted a manifest with %s", name)
 		}
 	}

@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/go-github/v66/github"
+	gh "github.com/google/go-github/v66/github"
 
 	"github.com/gitlease/gitlease/db/dbq"
 )
@@ -21,17 +21,17 @@ func annotationKey(rowID int64, i int) string { return fmt.Sprintf("%d.%d", rowI
 
 // toGitHub renders annotations for GitHub, their raw_details carrying the
 // structured data plus the key.
-func toGitHub(rowID int64, anns []Annotation) []*github.CheckRunAnnotation {
-	out := make([]*github.CheckRunAnnotation, 0, len(anns))
+func toGitHub(rowID int64, anns []Annotation) []*gh.CheckRunAnnotation {
+	out := make([]*gh.CheckRunAnnotation, 0, len(anns))
 	for i, a := range anns {
 		details := map[string]any{}
 		_ = json.Unmarshal(a.RawDetails, &details) // details we wrote are an object; anything else is dropped
 		details["gitlease_annotation"] = annotationKey(rowID, i)
 		raw, _ := json.Marshal(details)
-		out = append(out, &github.CheckRunAnnotation{
-			Path: github.String(".github"), StartLine: github.Int(1), EndLine: github.Int(1),
-			AnnotationLevel: github.String(a.Level), Title: github.String(a.Title),
-			Message: github.String(a.Message), RawDetails: github.String(string(raw)),
+		out = append(out, &gh.CheckRunAnnotation{
+			Path: gh.String(".github"), StartLine: gh.Int(1), EndLine: gh.Int(1),
+			AnnotationLevel: gh.String(a.Level), Title: gh.String(a.Title),
+			Message: gh.String(a.Message), RawDetails: gh.String(string(raw)),
 		})
 	}
 	return out
@@ -60,7 +60,7 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 		return &permanentError{errors.New("the item finished before its branch existed: no commit to put its check run on")}
 	}
 
-	var run *github.CheckRun
+	var run *gh.CheckRun
 	if w.CheckRunID != nil {
 		run, _, err = c.Checks.GetCheckRun(ctx, owner, repo, *w.CheckRunID)
 		if err != nil {
@@ -78,20 +78,20 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 	rest := anns[len(first):]
 
 	if run == nil {
-		opts := github.CreateCheckRunOptions{
-			Name: CheckName, HeadSHA: headSHA, ExternalID: github.String(entry),
-			Status: github.String(orDefault(u.Status, "queued")),
-			Output: &github.CheckRunOutput{
-				Title:       github.String(orDefault(u.Title, "gitlease")),
-				Summary:     github.String(orDefault(u.Summary, "gitlease is tracking this work.")),
+		opts := gh.CreateCheckRunOptions{
+			Name: CheckName, HeadSHA: headSHA, ExternalID: gh.String(entry),
+			Status: gh.String(orDefault(u.Status, "queued")),
+			Output: &gh.CheckRunOutput{
+				Title:       gh.String(orDefault(u.Title, "gitlease")),
+				Summary:     gh.String(orDefault(u.Summary, "gitlease is tracking this work.")),
 				Annotations: first,
 			},
 		}
 		if u.Status == "completed" {
-			opts.Conclusion = github.String(u.Conclusion)
+			opts.Conclusion = gh.String(u.Conclusion)
 		}
 		if u.Text != "" {
-			opts.Output.Text = github.String(u.Text)
+			opts.Output.Text = gh.String(u.Text)
 		}
 		if run, _, err = c.Checks.CreateCheckRun(ctx, owner, repo, opts); err != nil {
 			return fmt.Errorf("create check run: %w", err)
@@ -129,26 +129,26 @@ func orDefault(v, def string) string {
 // updateCheckRun moves run to u's state (if any) and adds anns. GitHub
 // needs a title and summary with any output; an annotations-only update
 // keeps the current ones.
-func updateCheckRun(ctx context.Context, c *github.Client, owner, repo string, run *github.CheckRun, u checkRunUpdate, anns []*github.CheckRunAnnotation) error {
+func updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, run *gh.CheckRun, u checkRunUpdate, anns []*gh.CheckRunAnnotation) error {
 	if u.Status == "" && len(anns) == 0 {
 		return nil
 	}
 	out := run.GetOutput()
-	opts := github.UpdateCheckRunOptions{
+	opts := gh.UpdateCheckRunOptions{
 		Name: CheckName,
-		Output: &github.CheckRunOutput{
-			Title:       github.String(orDefault(u.Title, orDefault(out.GetTitle(), "gitlease"))),
-			Summary:     github.String(orDefault(u.Summary, orDefault(out.GetSummary(), "gitlease is tracking this work."))),
+		Output: &gh.CheckRunOutput{
+			Title:       gh.String(orDefault(u.Title, orDefault(out.GetTitle(), "gitlease"))),
+			Summary:     gh.String(orDefault(u.Summary, orDefault(out.GetSummary(), "gitlease is tracking this work."))),
 			Annotations: anns,
 		},
 	}
 	if u.Text != "" {
-		opts.Output.Text = github.String(u.Text)
+		opts.Output.Text = gh.String(u.Text)
 	}
 	if u.Status != "" {
-		opts.Status = github.String(u.Status)
+		opts.Status = gh.String(u.Status)
 		if u.Status == "completed" {
-			opts.Conclusion = github.String(u.Conclusion)
+			opts.Conclusion = gh.String(u.Conclusion)
 		}
 	}
 	updated, _, err := c.Checks.UpdateCheckRun(ctx, owner, repo, run.GetID(), opts)
@@ -161,8 +161,8 @@ func updateCheckRun(ctx context.Context, c *github.Client, owner, repo string, r
 
 // findCheckRun finds the item's check run on sha by its external ID, or
 // returns nil when there is none.
-func findCheckRun(ctx context.Context, c *github.Client, owner, repo, sha, externalID string) (*github.CheckRun, error) {
-	opts := &github.ListCheckRunsOptions{CheckName: github.String(CheckName), Filter: github.String("all"), ListOptions: github.ListOptions{PerPage: 100}}
+func findCheckRun(ctx context.Context, c *gh.Client, owner, repo, sha, externalID string) (*gh.CheckRun, error) {
+	opts := &gh.ListCheckRunsOptions{CheckName: gh.String(CheckName), Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
 		res, resp, err := c.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
 		if err != nil {
@@ -181,9 +181,9 @@ func findCheckRun(ctx context.Context, c *github.Client, owner, repo, sha, exter
 }
 
 // withoutWritten drops annotations an earlier attempt already wrote.
-func withoutWritten(ctx context.Context, c *github.Client, owner, repo string, runID int64, anns []*github.CheckRunAnnotation) ([]*github.CheckRunAnnotation, error) {
+func withoutWritten(ctx context.Context, c *gh.Client, owner, repo string, runID int64, anns []*gh.CheckRunAnnotation) ([]*gh.CheckRunAnnotation, error) {
 	written := map[string]bool{}
-	opts := &github.ListOptions{PerPage: 100}
+	opts := &gh.ListOptions{PerPage: 100}
 	for {
 		got, resp, err := c.Checks.ListCheckRunAnnotations(ctx, owner, repo, runID, opts)
 		if err != nil {
@@ -202,7 +202,7 @@ func withoutWritten(ctx context.Context, c *github.Client, owner, repo string, r
 		}
 		opts.Page = resp.NextPage
 	}
-	var keep []*github.CheckRunAnnotation
+	var keep []*gh.CheckRunAnnotation
 	for _, a := range anns {
 		var d struct {
 			Key string `json:"gitlease_annotation"`
@@ -229,10 +229,10 @@ func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox) error {
 	if run, err := findCheckRun(ctx, c, owner, repo, sc.HeadSHA, sc.ExternalID); err != nil || run != nil {
 		return err
 	}
-	_, _, err = c.Checks.CreateCheckRun(ctx, owner, repo, github.CreateCheckRunOptions{
-		Name: CheckName, HeadSHA: sc.HeadSHA, ExternalID: github.String(sc.ExternalID),
-		Status: github.String("completed"), Conclusion: github.String(sc.Conclusion),
-		Output: &github.CheckRunOutput{Title: github.String(sc.Title), Summary: github.String(sc.Summary)},
+	_, _, err = c.Checks.CreateCheckRun(ctx, owner, repo, gh.CreateCheckRunOptions{
+		Name: CheckName, HeadSHA: sc.HeadSHA, ExternalID: gh.String(sc.ExternalID),
+		Status: gh.String("completed"), Conclusion: gh.String(sc.Conclusion),
+		Output: &gh.CheckRunOutput{Title: gh.String(sc.Title), Summary: gh.String(sc.Summary)},
 	})
 	if err != nil {
 		return fmt.Errorf("create check run: %w", err)

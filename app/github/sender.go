@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-github/v66/github"
+	"github.com/gitlease/gitlease/app/service"
+	"github.com/gitlease/gitlease/webhook"
+
+	gh "github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/db/dbq"
@@ -58,7 +61,7 @@ type Sender struct {
 	cfg    SenderConfig
 	logger *slog.Logger
 
-	service
+	service.Service
 }
 
 // NewSender returns a Sender writing to GitHub through gh.
@@ -72,7 +75,7 @@ func NewSender(pool *pgxpool.Pool, gh *Installations, cfg SenderConfig, logger *
 
 // Start runs the sender in the background until Stop or ctx ends.
 func (s *Sender) Start(ctx context.Context) error {
-	return s.start(ctx, s.loop)
+	return s.Service.Start(ctx, s.loop)
 }
 
 func (s *Sender) loop(ctx context.Context) {
@@ -161,9 +164,9 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
 func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, bool) {
 	var (
 		perm     *permanentError
-		rate     *github.RateLimitError
-		abuse    *github.AbuseRateLimitError
-		response *github.ErrorResponse
+		rate     *gh.RateLimitError
+		abuse    *gh.AbuseRateLimitError
+		response *gh.ErrorResponse
 	)
 	switch {
 	case errors.As(err, &perm):
@@ -193,15 +196,15 @@ func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, b
 func ptr[T any](v T) *T { return &v }
 
 // itemOf loads the row's work item and its GitHub client.
-func (s *Sender) itemOf(ctx context.Context, row dbq.Outbox) (dbq.WorkItem, githubMeta, *github.Client, error) {
+func (s *Sender) itemOf(ctx context.Context, row dbq.Outbox) (dbq.WorkItem, webhook.ItemMeta, *gh.Client, error) {
 	if row.EntryID == nil {
-		return dbq.WorkItem{}, githubMeta{}, nil, &permanentError{errors.New("outbox row has no entry")}
+		return dbq.WorkItem{}, webhook.ItemMeta{}, nil, &permanentError{errors.New("outbox row has no entry")}
 	}
 	w, err := s.q.WorkItemGet(ctx, s.pool, *row.EntryID)
 	if err != nil {
-		return w, githubMeta{}, nil, fmt.Errorf("read work item: %w", err)
+		return w, webhook.ItemMeta{}, nil, fmt.Errorf("read work item: %w", err)
 	}
-	m, ok := metaOf(w.Dispatch)
+	m, ok := webhook.ReadMeta(w.Dispatch)
 	if !ok {
 		return w, m, nil, &permanentError{errors.New("work item has no GitHub metadata")}
 	}
@@ -221,6 +224,6 @@ func decodePayload(row dbq.Outbox, v any) error {
 
 // isStatus reports whether err is a GitHub error response with that status.
 func isStatus(err error, code int) bool {
-	var r *github.ErrorResponse
+	var r *gh.ErrorResponse
 	return errors.As(err, &r) && r.Response != nil && r.Response.StatusCode == code
 }

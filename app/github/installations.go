@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
-	"github.com/google/go-github/v66/github"
+	gh "github.com/google/go-github/v66/github"
 )
 
-// GitHubConfig is what gitlease needs to act as its GitHub App.
-type GitHubConfig struct {
+// Config is what gitlease needs to act as its GitHub App.
+type Config struct {
 	AppID      int64
 	PrivateKey []byte // PEM
 	// APIURL is the REST base URL with a trailing slash
@@ -42,7 +42,7 @@ type Installations struct {
 }
 
 // NewInstallations validates cfg and returns the client factory.
-func NewInstallations(cfg GitHubConfig) (*Installations, error) {
+func NewInstallations(cfg Config) (*Installations, error) {
 	u, err := url.Parse(cfg.APIURL)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("GitHub API URL %q is not a URL", cfg.APIURL)
@@ -67,14 +67,14 @@ func NewInstallations(cfg GitHubConfig) (*Installations, error) {
 // outlives its claim waiting on a stuck connection.
 const requestTimeout = 10 * time.Second
 
-func (in *Installations) newClient(rt http.RoundTripper) *github.Client {
-	c := github.NewClient(&http.Client{Transport: rt, Timeout: requestTimeout})
+func (in *Installations) newClient(rt http.RoundTripper) *gh.Client {
+	c := gh.NewClient(&http.Client{Transport: rt, Timeout: requestTimeout})
 	c.BaseURL = in.apiURL
 	return c
 }
 
 // AppClient returns a client authenticated as the App itself (JWT).
-func (in *Installations) AppClient() *github.Client { return in.newClient(in.apps) }
+func (in *Installations) AppClient() *gh.Client { return in.newClient(in.apps) }
 
 func (in *Installations) transport(installationID int64) (*ghinstallation.Transport, error) {
 	if installationID <= 0 {
@@ -92,7 +92,7 @@ func (in *Installations) transport(installationID int64) (*ghinstallation.Transp
 }
 
 // Client returns a client authenticated as the installation.
-func (in *Installations) Client(installationID int64) (*github.Client, error) {
+func (in *Installations) Client(installationID int64) (*gh.Client, error) {
 	tr, err := in.transport(installationID)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (in *Installations) BotLogin(ctx context.Context) (string, error) {
 
 // PullRequest fetches a pull request as the installation (for comment
 // commands on pull requests).
-func (in *Installations) PullRequest(ctx context.Context, installationID int64, owner, repo string, number int) (*github.PullRequest, error) {
+func (in *Installations) PullRequest(ctx context.Context, installationID int64, owner, repo string, number int) (*gh.PullRequest, error) {
 	c, err := in.Client(installationID)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
-package app
+package worker
 
 import (
 	"context"
 	"log/slog"
+
+	"github.com/gitlease/gitlease/app/service"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -16,7 +18,7 @@ type Notifier struct {
 	logger *slog.Logger
 	kick   chan struct{}
 
-	service
+	service.Service
 }
 
 // NewNotifier returns a Notifier sending on pool.
@@ -37,7 +39,7 @@ func (n *Notifier) Signal() {
 
 // Start sends notifications in the background until Stop or ctx ends.
 func (n *Notifier) Start(ctx context.Context) error {
-	return n.start(ctx, n.loop)
+	return n.Service.Start(ctx, n.loop)
 }
 
 func (n *Notifier) loop(ctx context.Context) {

@@ -1,4 +1,4 @@
-package app_test
+package github_test
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitlease/gitlease/webhook"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gitlease/gitlease/app"
+	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
@@ -30,7 +32,7 @@ type harness struct {
 	gh     *githubtest.Server
 	pool   *pgxpool.Pool
 	store  *queue.Store
-	outbox *app.Outbox
+	outbox *github.Outbox
 }
 
 func newHarness(t *testing.T, opts ...githubtest.Option) *harness {
@@ -38,22 +40,22 @@ func newHarness(t *testing.T, opts ...githubtest.Option) *harness {
 	gh := githubtest.New(t, append([]githubtest.Option{githubtest.ForbidRefUpdates()}, opts...)...)
 	gh.AddRepo("octo", "widgets", repoID, "main", true)
 	gh.AddInstallation(installation, repoName)
-	h := &harness{gh: gh, pool: dbtest.New(t), outbox: app.NewOutbox(nil, nil)}
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
 	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox})
 	return h
 }
 
-func (h *harness) sender(t *testing.T) *app.Sender {
+func (h *harness) sender(t *testing.T) *github.Sender {
 	t.Helper()
-	inst, err := app.NewInstallations(app.GitHubConfig{AppID: h.gh.AppID, PrivateKey: h.gh.PrivateKeyPEM, APIURL: h.gh.URL()})
+	inst, err := github.NewInstallations(github.Config{AppID: h.gh.AppID, PrivateKey: h.gh.PrivateKeyPEM, APIURL: h.gh.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return app.NewSender(h.pool, inst, app.SenderConfig{MaxBackoff: 20 * time.Millisecond, Poll: 10 * time.Millisecond}, nil)
+	return github.NewSender(h.pool, inst, github.SenderConfig{MaxBackoff: 20 * time.Millisecond, Poll: 10 * time.Millisecond}, nil)
 }
 
 // drain runs senders until the outbox has nothing pending.
-func (h *harness) drain(t *testing.T, senders ...*app.Sender) {
+func (h *harness) drain(t *testing.T, senders ...*github.Sender) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
@@ -93,7 +95,7 @@ func issueParams(n int) queue.EnqueueParams {
 	})
 	return queue.EnqueueParams{
 		Dispatch: queue.SubjectDispatch{
-			Subject:     &queue.SubjectRef{Kind: "github_issue", ID: fmt.Sprintf("%d#%d", repoID, n), Title: fmt.Sprintf("Fix thing %d", n), Metadata: meta},
+			Subject:     &queue.SubjectRef{Kind: webhook.KindIssue, ID: fmt.Sprintf("%d#%d", repoID, n), Title: fmt.Sprintf("Fix thing %d", n), Metadata: meta},
 			WorkflowRef: "coding", TriggerSource: "github:issues.opened", RequestedAt: queue.Timestamp{Time: time.Now()},
 		},
 		IdempotencyKey: fmt.Sprintf("delivery-%d", n),
@@ -226,7 +228,7 @@ func TestDraftsUnsupportedFallsBackToAReadyPullRequest(t *testing.T) {
 	gh := githubtest.New(t)
 	gh.AddRepo("octo", "widgets", repoID, "main", false)
 	gh.AddInstallation(installation, repoName)
-	h := &harness{gh: gh, pool: dbtest.New(t), outbox: app.NewOutbox(nil, nil)}
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
 	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox})
 	if _, err := h.store.Enqueue(context.Background(), issueParams(3)); err != nil {
 		t.Fatal(err)
@@ -250,9 +252,9 @@ func TestAnnotationsWaitForTheCheckRun(t *testing.T) {
 	it, _ := h.store.Get(ctx, res.EntryID)
 	// 60 notices before the item has a check run: kept, then written in
 	// requests of at most 50 once the branch exists.
-	anns := make([]app.Annotation, 60)
+	anns := make([]github.Annotation, 60)
 	for i := range anns {
-		anns[i] = app.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i), RawDetails: json.RawMessage(`{"delivery_id":"d"}`)}
+		anns[i] = github.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i), RawDetails: json.RawMessage(`{"delivery_id":"d"}`)}
 	}
 	err = h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return h.outbox.Annotate(ctx, tx, it, anns...) })
 	if err != nil {
@@ -324,7 +326,7 @@ func TestPullRequestItemCheckRun(t *testing.T) {
 	meta, _ := json.Marshal(map[string]any{"installation_id": installation, "repository_id": repoID, "repository": repoName,
 		"number": 57, "html_url": "https://github.com/" + repoName + "/pull/57", "head_sha": sha})
 	res, err := h.store.Enqueue(ctx, queue.EnqueueParams{
-		Dispatch: queue.SubjectDispatch{Subject: &queue.SubjectRef{Kind: "github_pull_request", ID: fmt.Sprintf("%d#57", repoID), Metadata: meta},
+		Dispatch: queue.SubjectDispatch{Subject: &queue.SubjectRef{Kind: webhook.KindPullRequest, ID: fmt.Sprintf("%d#57", repoID), Metadata: meta},
 			WorkflowRef: "coding", TriggerSource: "github:pull_request.opened", RequestedAt: queue.Timestamp{Time: time.Now()}},
 		Reservation: &queue.Reservation{Repository: repoName, BaseRef: "refs/heads/main", HeadRef: "refs/heads/feature"},
 	})

@@ -1,4 +1,4 @@
-package app
+package setup
 
 import (
 	"bytes"
@@ -205,8 +205,8 @@ func GitHubWebURL(apiURL string) (string, error) {
 	return u.Scheme + "://" + u.Host + path, nil
 }
 
-// SetupConfig configures the GitHub App manifest flow served by Setup.
-type SetupConfig struct {
+// Config configures the GitHub App manifest flow served by Setup.
+type Config struct {
 	// ManifestYAML is the App manifest, manifest.yml, with URLPlaceholder
 	// standing for the public URL. Required.
 	ManifestYAML []byte
@@ -233,8 +233,8 @@ type SetupConfig struct {
 // new App's credentials and shows them once. It remembers the states it
 // issued, in memory, for SetupStateTTL; a callback with any other state is
 // refused. It is safe for concurrent use.
-type Setup struct {
-	cfg       SetupConfig
+type Server struct {
+	cfg       Config
 	publicURL string // cfg.PublicURL normalised, or empty
 	webURL    string // GitHub's web interface, for the registration form
 	apiURL    *url.URL
@@ -245,9 +245,9 @@ type Setup struct {
 	states map[string]time.Time // issued state -> when it was issued
 }
 
-// NewSetup returns the manifest flow for cfg. It returns an error when the
+// New returns the manifest flow for cfg. It returns an error when the
 // manifest does not render, or PublicURL or APIURL is not a valid URL.
-func NewSetup(cfg SetupConfig, logger *slog.Logger) (*Setup, error) {
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -263,7 +263,7 @@ func NewSetup(cfg SetupConfig, logger *slog.Logger) (*Setup, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Setup{cfg: cfg, logger: logger, states: map[string]time.Time{}}
+	s := &Server{cfg: cfg, logger: logger, states: map[string]time.Time{}}
 	var err error
 	if cfg.PublicURL != "" {
 		if s.publicURL, err = ParsePublicURL(cfg.PublicURL); err != nil {
@@ -286,7 +286,7 @@ func NewSetup(cfg SetupConfig, logger *slog.Logger) (*Setup, error) {
 }
 
 // Register adds GET /setup and GET /setup/callback to e.
-func (s *Setup) Register(e *echo.Echo) {
+func (s *Server) Register(e *echo.Echo) {
 	e.GET("/setup", s.start)
 	e.GET("/setup/callback", s.callback)
 }
@@ -328,7 +328,7 @@ type appCredentials struct {
 // it to GitHub with a freshly issued state. ?org=LOGIN registers the App
 // under an organization; ?name=NAME changes the App's name (App names are
 // unique on GitHub).
-func (s *Setup) start(c echo.Context) error {
+func (s *Server) start(c echo.Context) error {
 	base, derived, err := s.baseURL(c)
 	if err != nil {
 		return s.fail(c, http.StatusBadRequest, "Cannot tell this server's public URL",
@@ -379,7 +379,7 @@ func (s *Setup) start(c echo.Context) error {
 
 // callback serves GET /setup/callback?code=…&state=…: it checks the state,
 // exchanges the code for the new App's credentials and shows them once.
-func (s *Setup) callback(c echo.Context) error {
+func (s *Server) callback(c echo.Context) error {
 	code, state := c.QueryParam("code"), c.QueryParam("state")
 	if !s.stateValid(state) {
 		return s.fail(c, http.StatusBadRequest, "Unknown or expired setup state",
@@ -462,7 +462,7 @@ func shellQuote(s string) string {
 
 // baseURL is the public URL to put into the manifest: the configured one,
 // else one derived from the request (derived is then true).
-func (s *Setup) baseURL(c echo.Context) (base string, derived bool, err error) {
+func (s *Server) baseURL(c echo.Context) (base string, derived bool, err error) {
 	if s.publicURL != "" {
 		return s.publicURL, false, nil
 	}
@@ -483,7 +483,7 @@ func (s *Setup) baseURL(c echo.Context) (base string, derived bool, err error) {
 
 // issueState returns a new random state and remembers it, forgetting
 // expired states and, past maxSetupStates, the oldest.
-func (s *Setup) issueState() (string, error) {
+func (s *Server) issueState() (string, error) {
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("read random state: %w", err)
@@ -512,7 +512,7 @@ func (s *Setup) issueState() (string, error) {
 
 // stateValid reports whether state was issued by this Setup within
 // SetupStateTTL and has not been consumed.
-func (s *Setup) stateValid(state string) bool {
+func (s *Server) stateValid(state string) bool {
 	if state == "" {
 		return false
 	}
@@ -527,7 +527,7 @@ func (s *Setup) stateValid(state string) bool {
 }
 
 // consumeState forgets state, so its credentials page is shown once.
-func (s *Setup) consumeState(state string) {
+func (s *Server) consumeState(state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.states, state)
@@ -535,13 +535,13 @@ func (s *Setup) consumeState(state string) {
 
 // fail renders an error page with status, a title and a message meant for
 // the person at the browser; it never carries error internals.
-func (s *Setup) fail(c echo.Context, status int, title, message string) error {
+func (s *Server) fail(c echo.Context, status int, title, message string) error {
 	return s.render(c, status, "error", setupPage{Title: title, Message: message})
 }
 
 // render writes one of the flow's pages with headers that keep it out of
 // caches, frames and Referer headers.
-func (s *Setup) render(c echo.Context, status int, page string, data setupPage) error {
+func (s *Server) render(c echo.Context, status int, page string, data setupPage) error {
 	var buf bytes.Buffer
 	if err := s.pages.ExecuteTemplate(&buf, page, data); err != nil {
 		s.logger.Error("setup: render page", "page", page, "err", err)

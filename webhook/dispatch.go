@@ -1,0 +1,34 @@
+package webhook
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// ItemMeta is what the intake wrote into a dispatch about where its item
+// lives on GitHub: the subject's kind and its Metadata. The GitHub side and
+// the workers read it back with ReadMeta; it has this one definition.
+type ItemMeta struct {
+	Kind string
+	Metadata
+}
+
+// ReadMeta reads an item's GitHub metadata from its dispatch. ok is false
+// when the dispatch does not name a GitHub issue or pull request with an
+// installation, a repository and a number (an item enqueued over /rpc
+// without them).
+func ReadMeta(dispatch json.RawMessage) (m ItemMeta, ok bool) {
+	var d struct {
+		Subject struct {
+			Kind     string   `json:"kind"`
+			Metadata Metadata `json:"metadata"`
+		} `json:"subject"`
+	}
+	if json.Unmarshal(dispatch, &d) != nil {
+		return m, false
+	}
+	m = ItemMeta{Kind: d.Subject.Kind, Metadata: d.Subject.Metadata}
+	owner, name, _ := strings.Cut(m.Repository, "/")
+	isGitHub := m.Kind == KindIssue || m.Kind == KindPullRequest
+	return m, isGitHub && m.InstallationID > 0 && owner != "" && name != "" && m.Number > 0
+}
