@@ -46,10 +46,10 @@ type item struct {
 // loadItems reads every work item, by entry ID.
 func loadItems(ctx context.Context, pool *pgxpool.Pool) (map[string]item, error) {
 	rows, err := pool.Query(ctx, `
-		SELECT id::text, coalesce(canonical_id, ''), status, coalesce(lease_owner, ''),
-		       coalesce(subject_generation, 0), lease_generation, coalesce(branch, ''), coalesce(head_sha, ''),
-		       coalesce(pr_number, 0), coalesce(check_run_id, 0)
-		FROM work_items`)
+		SELECT w.id::text, coalesce(w.canonical_id, ''), w.status, coalesce(w.lease_owner, ''),
+		       coalesce(w.subject_generation, 0), w.lease_generation, coalesce(g.branch, ''), coalesce(g.head_sha, ''),
+		       coalesce(g.pr_number, 0), coalesce(g.check_run_id, 0)
+		FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id`)
 	if err != nil {
 		return nil, err
 	}
@@ -308,9 +308,10 @@ func describeStuck(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `
-		SELECT id::text, canonical_id, status, coalesce(lease_owner, ''), lease_generation,
-		       coalesce(round(extract(epoch FROM lease_expires_at - now()))::text, ''), coalesce(branch, ''), coalesce(head_sha, '')
-		FROM work_items WHERE finished_at IS NULL ORDER BY enqueued_at LIMIT 30`)
+		SELECT w.id::text, w.canonical_id, w.status, coalesce(w.lease_owner, ''), w.lease_generation,
+		       coalesce(round(extract(epoch FROM w.lease_expires_at - now()))::text, ''), coalesce(g.branch, ''), coalesce(g.head_sha, '')
+		FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
+		WHERE w.finished_at IS NULL ORDER BY w.enqueued_at LIMIT 30`)
 	if err == nil {
 		for rows.Next() {
 			var id, qid, st, owner, exp, branch, sha string
@@ -339,7 +340,8 @@ func describeStuck(t *testing.T, pool *pgxpool.Pool) {
 	rows, err = pool.Query(ctx, `
 		SELECT w.id::text, w.canonical_id, w.status, count(o.id)
 		FROM work_items w JOIN outbox o ON o.entry_id = w.id AND o.kind = 'check_run' AND o.status = 'pending'
-		WHERE w.finished_at IS NOT NULL AND w.head_sha IS NULL
+		LEFT JOIN github_items g ON g.entry_id = w.id
+		WHERE w.finished_at IS NOT NULL AND g.head_sha IS NULL
 		GROUP BY w.id, w.canonical_id, w.status ORDER BY w.canonical_id`)
 	if err == nil {
 		for rows.Next() {

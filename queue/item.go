@@ -60,9 +60,6 @@ func (it Item) Fence() *Fence { return fenceOf(it.row) }
 // Entry is the item in its QueueEntry wire form.
 func (it Item) Entry() Entry { return entryOf(it.row) }
 
-// Provisioned reports whether the item's branch and pull request are recorded.
-func (it Item) Provisioned() bool { return it.row.Branch != nil }
-
 // ProvisionRequested reports whether the item was ever handed out, which
 // (for an issue item) is when its branch and pull request are asked for.
 func (it Item) ProvisionRequested() bool { return it.row.LeaseGeneration > 0 }
@@ -75,24 +72,8 @@ type Provisioning struct {
 	PullRequestURL    string `json:"pull_request_url,omitempty"`
 }
 
-// Provisioning returns the item's branch, head commit and pull request as
-// recorded; nil when none is known yet.
-func (it Item) Provisioning() *Provisioning {
-	p := Provisioning{Branch: deref(it.row.Branch), HeadSHA: deref(it.row.HeadSha), PullRequestURL: deref(it.row.PrUrl)}
-	if it.row.PrNumber != nil {
-		p.PullRequestNumber = int(*it.row.PrNumber)
-	}
-	if p == (Provisioning{}) {
-		return nil
-	}
-	return &p
-}
-
 // Note is what the worker said when it finished, if anything.
 func (it Item) Note() string { return deref(it.row.ResultNote) }
-
-// CheckRunID is the item's GitHub check run, or 0 before it exists.
-func (it Item) CheckRunID() int64 { return derefInt(it.row.CheckRunID) }
 
 // IdempotencyKey is the key bound to the item, or "".
 func (it Item) IdempotencyKey() string { return deref(it.row.IdempotencyKey) }
@@ -180,7 +161,8 @@ type View struct {
 	CheckRunID     int64         `json:"check_run_id,omitempty"`
 }
 
-// View returns the item's gitlease/entry/get form.
+// View returns the item's gitlease/entry/get form, without what only the
+// GitHub side knows (see Store.View).
 func (it Item) View() View {
 	v := View{
 		EntryID:        it.EntryID(),
@@ -192,8 +174,6 @@ func (it Item) View() View {
 		WorkflowID:     deref(it.row.WorkflowID),
 		Execution:      it.Fence(),
 		Repository:     it.Reservation(),
-		Provisioning:   it.Provisioning(),
-		CheckRunID:     it.CheckRunID(),
 	}
 	if it.row.FinishedAt != nil {
 		v.FinishedAt = &EntryTime{*it.row.FinishedAt}

@@ -45,6 +45,16 @@ type Config struct {
 	// outside the transaction on purpose: a NOTIFY inside it would serialise
 	// every committing enqueue on Postgres's notification lock.
 	OnPending func()
+	// Views, if set, adds what another package records about an item (its
+	// branch, pull request and check run on GitHub) to the item's View.
+	Views ViewDecorator
+}
+
+// ViewDecorator adds to an item's gitlease/entry/get View what the queue
+// does not own: gitlease's GitHub side fills in Provisioning and CheckRunID
+// from its own tables.
+type ViewDecorator interface {
+	DecorateView(ctx context.Context, v *View) error
 }
 
 // Observer is told about queue changes inside the transaction that makes
@@ -178,6 +188,22 @@ func (s *Store) Get(ctx context.Context, entryID string) (Item, error) {
 		return Item{}, interpretError("get work item", err)
 	}
 	return Item{row: w}, nil
+}
+
+// View returns the item with entryID in its gitlease/entry/get form,
+// decorated by Config.Views. It returns ErrNotFound for an unknown ID.
+func (s *Store) View(ctx context.Context, entryID string) (View, error) {
+	it, err := s.Get(ctx, entryID)
+	if err != nil {
+		return View{}, err
+	}
+	v := it.View()
+	if s.cfg.Views != nil {
+		if err := s.cfg.Views.DecorateView(ctx, &v); err != nil {
+			return View{}, fmt.Errorf("view entry %s: %w", entryID, err)
+		}
+	}
+	return v, nil
 }
 
 // audit records a status change made for a reason in the item's audit log.

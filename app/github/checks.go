@@ -45,14 +45,15 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 	if err := decodePayload(row, &u); err != nil {
 		return err
 	}
-	w, m, c, err := s.itemOf(ctx, row)
+	t, err := s.targetOf(ctx, row)
 	if err != nil {
 		return err
 	}
+	w, g, m, c := t.w, t.g, t.m, t.c
 	owner, repo, _ := strings.Cut(m.Repository, "/")
 	entry := w.ID.String()
 	anns := toGitHub(row.ID, u.Annotations)
-	headSHA := deref(w.HeadSha) // an issue item's branch head
+	headSHA := deref(g.HeadSha) // an issue item's branch head
 	if headSHA == "" {
 		headSHA = m.HeadSHA // a pull request's head, as delivered
 	}
@@ -61,8 +62,8 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 	}
 
 	var run *gh.CheckRun
-	if w.CheckRunID != nil {
-		run, _, err = c.Checks.GetCheckRun(ctx, owner, repo, *w.CheckRunID)
+	if g.CheckRunID != nil {
+		run, _, err = c.Checks.GetCheckRun(ctx, owner, repo, *g.CheckRunID)
 		if err != nil {
 			return fmt.Errorf("get check run: %w", err)
 		}
@@ -96,12 +97,12 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 		if run, _, err = c.Checks.CreateCheckRun(ctx, owner, repo, opts); err != nil {
 			return fmt.Errorf("create check run: %w", err)
 		}
-		if err := s.q.WorkItemSetCheckRun(ctx, s.pool, dbq.WorkItemSetCheckRunParams{ID: w.ID, CheckRunID: run.ID}); err != nil {
+		if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID, CheckRunID: run.ID}); err != nil {
 			return fmt.Errorf("record check run: %w", err)
 		}
 	} else {
-		if w.CheckRunID == nil {
-			if err := s.q.WorkItemSetCheckRun(ctx, s.pool, dbq.WorkItemSetCheckRunParams{ID: w.ID, CheckRunID: run.ID}); err != nil {
+		if g.CheckRunID == nil {
+			if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID, CheckRunID: run.ID}); err != nil {
 				return fmt.Errorf("record check run: %w", err)
 			}
 		}

@@ -38,6 +38,10 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	if _, ok := webhook.ReadMeta(holder.Dispatch); !ok {
 		return nil
 	}
+	held, err := itemState(ctx, o.q, tx, holder.ID)
+	if err != nil {
+		return err
+	}
 	gen := uint64(derefInt(holder.SubjectGeneration))
 	qid := deref(holder.CanonicalID)
 	details := map[string]any{
@@ -49,7 +53,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 		details["base_ref"] = deref(holder.BaseRef)
 		details["head_ref"] = deref(holder.HeadRef)
 	}
-	if url := pullRequestOf(holder); url != "" {
+	if url := pullRequestOf(holder, held); url != "" {
 		details["pull_request"] = url
 	}
 	raw, _ := json.Marshal(details)
@@ -74,7 +78,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	// A pull request event on a commit that is not the holder's gets a check
 	// run of its own, so its author sees why nothing runs there.
 	event, ok := eventMeta(r)
-	holderSHA := deref(holder.HeadSha)
+	holderSHA := deref(held.HeadSha)
 	if hm, _ := webhook.ReadMeta(holder.Dispatch); holderSHA == "" {
 		holderSHA = hm.HeadSHA
 	}
@@ -89,7 +93,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	if holder.Repository != nil {
 		where += fmt.Sprintf(", reserving %s %s → %s", *holder.Repository, deref(holder.BaseRef), deref(holder.HeadRef))
 	}
-	if url := pullRequestOf(holder); url != "" {
+	if url := pullRequestOf(holder, held); url != "" {
 		where += ", pull request " + url
 	}
 	if r.Outcome == webhook.OutcomeReservationCollision {
@@ -122,9 +126,9 @@ func eventMeta(r webhook.Result) (webhook.ItemMeta, bool) {
 
 // pullRequestOf is the holder's pull request: the one gitlease opened for
 // an issue item, or the pull request a PR item is about.
-func pullRequestOf(w dbq.WorkItem) string {
-	if w.PrUrl != nil {
-		return *w.PrUrl
+func pullRequestOf(w dbq.WorkItem, g dbq.GithubItem) string {
+	if g.PrUrl != nil {
+		return *g.PrUrl
 	}
 	if m, ok := webhook.ReadMeta(w.Dispatch); ok && m.Kind == webhook.KindPullRequest {
 		return m.HTMLURL

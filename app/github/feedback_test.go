@@ -32,7 +32,7 @@ func TestDeliveryFeedbackOnGitHub(t *testing.T) {
 	gh.AddInstallation(2311213, "octocat/Hello-World")
 	gh.ReserveNumbers("octocat/Hello-World", 2000)
 	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
-	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox})
+	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: github.NewItems(h.pool)})
 	verifier, _ := webhook.NewVerifier(secret)
 	mapper, err := webhook.NewMapper(nil, webhook.MapperConfig{BranchPrefix: "gitlease/", BotLogin: "gitlease[bot]"})
 	if err != nil {
@@ -65,8 +65,8 @@ func TestDeliveryFeedbackOnGitHub(t *testing.T) {
 	}
 	h.drain(t, h.sender(t))
 
-	it, _ := h.store.Get(ctx, first.EntryID)
-	run, ok := gh.CheckRun(it.CheckRunID())
+	v, _ := h.store.View(ctx, first.EntryID)
+	run, ok := gh.CheckRun(v.CheckRunID)
 	if !ok {
 		t.Fatal("the item has no check run")
 	}

@@ -137,10 +137,8 @@ func (o *Outbox) Leased(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	if f == nil || f.QueueLease == nil {
 		return nil
 	}
-	if m.Kind == webhook.KindIssue && !it.Provisioned() {
-		id := uuid.MustParse(it.EntryID())
-		if err := o.insert(ctx, tx, "provision/"+it.EntryID(), kindProvision, &id,
-			provisionRequest{LeaseGeneration: int64(f.QueueLease.Generation)}); err != nil {
+	if m.Kind == webhook.KindIssue {
+		if err := o.askProvisioning(ctx, tx, it, f.QueueLease.Generation); err != nil {
 			return err
 		}
 	}
@@ -151,6 +149,18 @@ func (o *Outbox) Leased(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 			"The lease expires at %s unless the worker renews it.", it.Generation(), it.QualifiedID(),
 			f.QueueLease.OwnerID, f.QueueLease.Generation, f.WorkflowID, f.QueueLease.ExpiresAt.Format(time.RFC3339)),
 	})
+}
+
+// askProvisioning asks for an issue item's branch and draft pull request
+// for this lease generation, unless an earlier lease already recorded them.
+func (o *Outbox) askProvisioning(ctx context.Context, tx pgx.Tx, it queue.Item, leaseGeneration uint64) error {
+	id := uuid.MustParse(it.EntryID())
+	g, err := itemState(ctx, o.q, tx, id)
+	if err != nil || g.Branch != nil {
+		return err
+	}
+	return o.insert(ctx, tx, "provision/"+it.EntryID(), kindProvision, &id,
+		provisionRequest{LeaseGeneration: int64(leaseGeneration)})
 }
 
 // conclusions maps a terminal outcome onto a check-run conclusion.

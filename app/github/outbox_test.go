@@ -41,7 +41,7 @@ func newHarness(t *testing.T, opts ...githubtest.Option) *harness {
 	gh.AddRepo("octo", "widgets", repoID, "main", true)
 	gh.AddInstallation(installation, repoName)
 	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
-	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox})
+	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: github.NewItems(h.pool)})
 	return h
 }
 
@@ -183,14 +183,18 @@ func TestIssueLeaseProvisionsBranchPullRequestAndCheckRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := it.Provisioning()
-	if p == nil || p.Branch != "gitlease/issue-42" || p.PullRequestNumber == 0 || p.HeadSHA == "" || it.CheckRunID() == 0 {
-		t.Fatalf("item records %+v, check run %d", p, it.CheckRunID())
+	v, err := h.store.View(context.Background(), it.EntryID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := v.Provisioning
+	if p == nil || p.Branch != "gitlease/issue-42" || p.PullRequestNumber == 0 || p.HeadSHA == "" || v.CheckRunID == 0 {
+		t.Fatalf("item records %+v, check run %d", p, v.CheckRunID)
 	}
 	h.complete(t, fe, queue.StatusCompleted)
 	h.drain(t, h.sender(t))
 	h.assertProvisioned(t, 42, "completed", "success")
-	if cr, _ := h.gh.CheckRun(it.CheckRunID()); !strings.Contains(cr.Summary, "all good") {
+	if cr, _ := h.gh.CheckRun(v.CheckRunID); !strings.Contains(cr.Summary, "all good") {
 		t.Fatalf("check run summary %q does not carry the worker's note", cr.Summary)
 	}
 }
@@ -229,7 +233,7 @@ func TestDraftsUnsupportedFallsBackToAReadyPullRequest(t *testing.T) {
 	gh.AddRepo("octo", "widgets", repoID, "main", false)
 	gh.AddInstallation(installation, repoName)
 	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
-	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox})
+	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: github.NewItems(h.pool)})
 	if _, err := h.store.Enqueue(context.Background(), issueParams(3)); err != nil {
 		t.Fatal(err)
 	}

@@ -169,11 +169,12 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox) error {
 	if err := decodePayload(row, &req); err != nil {
 		return err
 	}
-	w, m, c, err := s.itemOf(ctx, row)
+	t, err := s.targetOf(ctx, row)
 	if err != nil {
 		return err
 	}
-	if w.Status != "assigned" || w.LeaseGeneration != req.LeaseGeneration || w.Branch != nil {
+	w, m, c := t.w, t.m, t.c
+	if w.Status != "assigned" || w.LeaseGeneration != req.LeaseGeneration || t.g.Branch != nil {
 		return nil // superseded: a newer lease asks again if it needs to
 	}
 	if w.BaseRef == nil || w.HeadRef == nil {
@@ -196,10 +197,9 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox) error {
 	if err != nil {
 		return err
 	}
-	n := int32(got.PullRequestNumber)
-	_, err = s.q.WorkItemRecordProvisioning(ctx, s.pool, dbq.WorkItemRecordProvisioningParams{
-		ID: w.ID, LeaseGeneration: req.LeaseGeneration, Branch: ptr(spec.HeadBranch), HeadSha: ptr(got.HeadSHA),
-		PrNumber: &n, PrUrl: ptr(got.PullRequestURL),
+	_, err = s.q.GitHubItemRecordProvisioning(ctx, s.pool, dbq.GitHubItemRecordProvisioningParams{
+		EntryID: w.ID, LeaseGeneration: req.LeaseGeneration, Branch: spec.HeadBranch, HeadSha: got.HeadSHA,
+		PrNumber: int32(got.PullRequestNumber), PrUrl: got.PullRequestURL,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.logger.InfoContext(ctx, "provisioning result discarded: the lease moved on", "entry_id", w.ID.String())

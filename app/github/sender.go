@@ -195,24 +195,36 @@ func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, b
 
 func ptr[T any](v T) *T { return &v }
 
-// itemOf loads the row's work item and its GitHub client.
-func (s *Sender) itemOf(ctx context.Context, row dbq.Outbox) (dbq.WorkItem, webhook.ItemMeta, *gh.Client, error) {
+// target is what a row's write is about: the work item, what GitHub holds
+// for it, where it lives on GitHub and the client to reach it.
+type target struct {
+	w dbq.WorkItem
+	g dbq.GithubItem
+	m webhook.ItemMeta
+	c *gh.Client
+}
+
+// targetOf loads the row's work item, its GitHub record and its client.
+func (s *Sender) targetOf(ctx context.Context, row dbq.Outbox) (target, error) {
+	var t target
 	if row.EntryID == nil {
-		return dbq.WorkItem{}, webhook.ItemMeta{}, nil, &permanentError{errors.New("outbox row has no entry")}
+		return t, &permanentError{errors.New("outbox row has no entry")}
 	}
-	w, err := s.q.WorkItemGet(ctx, s.pool, *row.EntryID)
-	if err != nil {
-		return w, webhook.ItemMeta{}, nil, fmt.Errorf("read work item: %w", err)
+	var err error
+	if t.w, err = s.q.WorkItemGet(ctx, s.pool, *row.EntryID); err != nil {
+		return t, fmt.Errorf("read work item: %w", err)
 	}
-	m, ok := webhook.ReadMeta(w.Dispatch)
-	if !ok {
-		return w, m, nil, &permanentError{errors.New("work item has no GitHub metadata")}
+	if t.g, err = itemState(ctx, s.q, s.pool, t.w.ID); err != nil {
+		return t, err
 	}
-	c, err := s.gh.Client(m.InstallationID)
-	if err != nil {
-		return w, m, nil, &permanentError{err}
+	var ok bool
+	if t.m, ok = webhook.ReadMeta(t.w.Dispatch); !ok {
+		return t, &permanentError{errors.New("work item has no GitHub metadata")}
 	}
-	return w, m, c, nil
+	if t.c, err = s.gh.Client(t.m.InstallationID); err != nil {
+		return t, &permanentError{err}
+	}
+	return t, nil
 }
 
 func decodePayload(row dbq.Outbox, v any) error {

@@ -170,11 +170,11 @@ var _ leaser = (*RPCClient)(nil)
 type storeLeaser struct{ *queue.Store }
 
 func (s storeLeaser) Entry(ctx context.Context, entryID string) (queue.View, error) {
-	it, err := s.Get(ctx, entryID)
+	v, err := s.View(ctx, entryID)
 	if err != nil {
 		return queue.View{}, fmt.Errorf("get entry %s: %w", entryID, err)
 	}
-	return it.View(), nil
+	return v, nil
 }
 
 var _ leaser = storeLeaser{}

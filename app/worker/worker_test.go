@@ -53,7 +53,7 @@ func newQueue(t *testing.T, ttl time.Duration) (*queue.Store, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Stop)
-	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl, OnPending: n.Signal}), pool
+	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl, OnPending: n.Signal, Views: github.NewItems(pool)}), pool
 }
 
 // issueItem enqueues an issue item; with gh, its dispatch carries the
@@ -302,9 +302,9 @@ func TestWorkerWaitsForProvisioning(t *testing.T) {
 	}
 	// What the outbox sender records once GitHub has the branch and PR.
 	n := int32(12)
-	_, err := dbq.New().WorkItemRecordProvisioning(context.Background(), pool, dbq.WorkItemRecordProvisioningParams{
-		ID: uuid.MustParse(it.EntryID), LeaseGeneration: 1, Branch: ptr("gitlease/issue-8"), HeadSha: ptr("deadbeef"),
-		PrNumber: &n, PrUrl: ptr("https://github.com/acme/widgets/pull/12"),
+	_, err := dbq.New().GitHubItemRecordProvisioning(context.Background(), pool, dbq.GitHubItemRecordProvisioningParams{
+		EntryID: uuid.MustParse(it.EntryID), LeaseGeneration: 1, Branch: "gitlease/issue-8", HeadSha: "deadbeef",
+		PrNumber: n, PrUrl: "https://github.com/acme/widgets/pull/12",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -528,9 +528,9 @@ test "$GITLEASE_ENTRY_ID" != '`+bad.EntryID+`'
 	t.Cleanup(w.Stop)
 	eventually(t, 10*time.Second, "issue item leased", func() bool { return getItem(t, store, prov.EntryID).Status() == queue.StatusAssigned })
 	n := int32(3)
-	if _, err := dbq.New().WorkItemRecordProvisioning(context.Background(), pool, dbq.WorkItemRecordProvisioningParams{
-		ID: uuid.MustParse(prov.EntryID), LeaseGeneration: 1, Branch: ptr("gitlease/issue-3"), HeadSha: ptr("cafe"),
-		PrNumber: &n, PrUrl: ptr("https://github.com/acme/widgets/pull/3"),
+	if _, err := dbq.New().GitHubItemRecordProvisioning(context.Background(), pool, dbq.GitHubItemRecordProvisioningParams{
+		EntryID: uuid.MustParse(prov.EntryID), LeaseGeneration: 1, Branch: "gitlease/issue-3", HeadSha: "cafe",
+		PrNumber: n, PrUrl: "https://github.com/acme/widgets/pull/3",
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -610,7 +610,7 @@ func TestWorkerEndToEndWithGitHub(t *testing.T) {
 	gh.AddRepo("octo", "widgets", 1296269, "main", true)
 	gh.AddInstallation(4242, "octo/widgets")
 	pool := dbtest.New(t)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Observer: github.NewOutbox(nil, testLogger(t))})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Observer: github.NewOutbox(nil, testLogger(t)), Views: github.NewItems(pool)})
 	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
 	if err != nil {
 		t.Fatal(err)

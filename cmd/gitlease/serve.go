@@ -119,7 +119,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	defer notifier.Stop()
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: github.NewItems(pool)})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
 		sender := github.NewSender(pool, gh, github.SenderConfig{}, logger)
@@ -237,7 +237,7 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return err
 	}
 	defer notifier.Stop()
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, OnPending: notifier.Signal})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, OnPending: notifier.Signal, Views: github.NewItems(pool)})
 	session := rpc.NewStdioSession(rpc.NewHandler(store, version, logger), stdout)
 	return session.Serve(ctx, stdin)
 }

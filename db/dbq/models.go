@@ -30,6 +30,16 @@ type Delivery struct {
 	Generation     *int64
 }
 
+type GithubItem struct {
+	EntryID               uuid.UUID
+	HeadSha               *string
+	CheckRunID            *int64
+	Branch                *string
+	PrNumber              *int32
+	PrUrl                 *string
+	ProvisionedGeneration *int64
+}
+
 type Outbox struct {
 	ID          int64
 	Lane        string

@@ -40,8 +40,9 @@ WHERE o.id IN (
       AND NOT EXISTS (
           SELECT 1 FROM outbox p WHERE p.lane = c.lane AND p.status = 'pending' AND p.id < c.id)
       AND (c.kind <> 'check_run' OR EXISTS (
-          SELECT 1 FROM work_items w WHERE w.id = c.entry_id
-            AND (w.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL
+          SELECT 1 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
+          WHERE w.id = c.entry_id
+            AND (g.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL
                  OR w.finished_at IS NOT NULL)))
     ORDER BY c.available_at, c.id
     LIMIT $3
@@ -175,89 +176,5 @@ type OutboxRetryParams struct {
 
 func (q *Queries) OutboxRetry(ctx context.Context, db DBTX, arg OutboxRetryParams) error {
 	_, err := db.Exec(ctx, outboxRetry, arg.AvailableAt, arg.LastError, arg.ID)
-	return err
-}
-
-const workItemRecordProvisioning = `-- name: WorkItemRecordProvisioning :one
-UPDATE work_items
-SET branch = $1, head_sha = $2, pr_number = $3, pr_url = $4,
-    provisioned_generation = lease_generation
-WHERE id = $5 AND status = 'assigned' AND lease_generation = $6
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
-`
-
-type WorkItemRecordProvisioningParams struct {
-	Branch          *string
-	HeadSha         *string
-	PrNumber        *int32
-	PrUrl           *string
-	ID              uuid.UUID
-	LeaseGeneration int64
-}
-
-// Records a provisioned branch and pull request, only for the lease
-// generation that asked for it: a stale lease's result is discarded.
-func (q *Queries) WorkItemRecordProvisioning(ctx context.Context, db DBTX, arg WorkItemRecordProvisioningParams) (WorkItem, error) {
-	row := db.QueryRow(ctx, workItemRecordProvisioning,
-		arg.Branch,
-		arg.HeadSha,
-		arg.PrNumber,
-		arg.PrUrl,
-		arg.ID,
-		arg.LeaseGeneration,
-	)
-	var i WorkItem
-	err := row.Scan(
-		&i.ID,
-		&i.Position,
-		&i.Status,
-		&i.IsV2,
-		&i.SubjectID,
-		&i.CanonicalID,
-		&i.SubjectGeneration,
-		&i.TaskID,
-		&i.Dispatch,
-		&i.EnqueuedAt,
-		&i.RunAt,
-		&i.RunAtTime,
-		&i.ExpireAfterSecs,
-		&i.ExpiresAfter,
-		&i.IdempotencyKey,
-		&i.RequestHash,
-		&i.Repository,
-		&i.BaseRef,
-		&i.HeadRef,
-		&i.CollisionKey,
-		&i.WorkflowID,
-		&i.WorkflowGeneration,
-		&i.LeaseOwner,
-		&i.LeaseGeneration,
-		&i.LeaseExpiresAt,
-		&i.AssignedAt,
-		&i.HeldAt,
-		&i.FinishedAt,
-		&i.CancelRequestedAt,
-		&i.HeadSha,
-		&i.CheckRunID,
-		&i.Branch,
-		&i.PrNumber,
-		&i.PrUrl,
-		&i.ProvisionedGeneration,
-		&i.ResultNote,
-	)
-	return i, err
-}
-
-const workItemSetCheckRun = `-- name: WorkItemSetCheckRun :exec
-UPDATE work_items SET check_run_id = $1 WHERE id = $2
-`
-
-type WorkItemSetCheckRunParams struct {
-	CheckRunID *int64
-	ID         uuid.UUID
-}
-
-func (q *Queries) WorkItemSetCheckRun(ctx context.Context, db DBTX, arg WorkItemSetCheckRunParams) error {
-	_, err := db.Exec(ctx, workItemSetCheckRun, arg.CheckRunID, arg.ID)
 	return err
 }

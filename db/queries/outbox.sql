@@ -19,8 +19,9 @@ WHERE o.id IN (
       AND NOT EXISTS (
           SELECT 1 FROM outbox p WHERE p.lane = c.lane AND p.status = 'pending' AND p.id < c.id)
       AND (c.kind <> 'check_run' OR EXISTS (
-          SELECT 1 FROM work_items w WHERE w.id = c.entry_id
-            AND (w.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL
+          SELECT 1 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
+          WHERE w.id = c.entry_id
+            AND (g.head_sha IS NOT NULL OR w.dispatch #>> '{subject,metadata,head_sha}' IS NOT NULL
                  OR w.finished_at IS NOT NULL)))
     ORDER BY c.available_at, c.id
     LIMIT @batch
@@ -47,15 +48,3 @@ FROM outbox;
 
 -- name: OutboxNextDue :one
 SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';
-
--- name: WorkItemSetCheckRun :exec
-UPDATE work_items SET check_run_id = @check_run_id WHERE id = @id;
-
--- name: WorkItemRecordProvisioning :one
--- Records a provisioned branch and pull request, only for the lease
--- generation that asked for it: a stale lease's result is discarded.
-UPDATE work_items
-SET branch = @branch, head_sha = @head_sha, pr_number = @pr_number, pr_url = @pr_url,
-    provisioned_generation = lease_generation
-WHERE id = @id AND status = 'assigned' AND lease_generation = @lease_generation
-RETURNING *;

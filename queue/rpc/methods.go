@@ -496,9 +496,9 @@ func (h *Handler) entryGet(ctx context.Context, params json.RawMessage) (any, er
 	if err != nil {
 		return nil, err
 	}
-	it, err := h.store.Get(ctx, id)
+	v, err := h.store.View(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("get entry %s: %w", id, err)
 	}
-	return it.View(), nil
+	return v, nil
 }

@@ -1,0 +1,62 @@
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/queue"
+)
+
+// Items reads what GitHub holds for work items (their branch, pull request
+// and check run), which this package records in its own table,
+// github_items, joined to work_items by entry ID.
+type Items struct {
+	pool *pgxpool.Pool
+	q    *dbq.Queries
+}
+
+// NewItems returns an Items reading through pool.
+func NewItems(pool *pgxpool.Pool) *Items { return &Items{pool: pool, q: dbq.New()} }
+
+var _ queue.ViewDecorator = (*Items)(nil)
+
+// DecorateView fills in v's Provisioning and CheckRunID, when known, so
+// gitlease/entry/get shows them (queue.Config.Views).
+func (i *Items) DecorateView(ctx context.Context, v *queue.View) error {
+	id, err := uuid.Parse(v.EntryID)
+	if err != nil {
+		return nil
+	}
+	g, err := itemState(ctx, i.q, i.pool, id)
+	if err != nil {
+		return err
+	}
+	p := queue.Provisioning{Branch: deref(g.Branch), HeadSHA: deref(g.HeadSha), PullRequestURL: deref(g.PrUrl)}
+	if g.PrNumber != nil {
+		p.PullRequestNumber = int(*g.PrNumber)
+	}
+	if p != (queue.Provisioning{}) {
+		v.Provisioning = &p
+	}
+	v.CheckRunID = derefInt(g.CheckRunID)
+	return nil
+}
+
+// itemState returns the GitHub record of the item with entry id; the zero
+// record (no branch, no check run) when there is none yet.
+func itemState(ctx context.Context, q *dbq.Queries, db dbq.DBTX, id uuid.UUID) (dbq.GithubItem, error) {
+	g, err := q.GitHubItemGet(ctx, db, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dbq.GithubItem{EntryID: id}, nil
+	}
+	if err != nil {
+		return g, fmt.Errorf("read the item's GitHub record: %w", err)
+	}
+	return g, nil
+}
