@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gitlease/gitlease/db/dbq"
@@ -32,17 +31,13 @@ type PrunerConfig struct {
 	Now func() time.Time
 }
 
-// Pruner deletes delivery records older than the retention age in the
-// background. Work items are not touched: they are the queue's history.
+// Pruner deletes delivery records older than the retention age. Work items
+// are not touched: they are the queue's history.
 type Pruner struct {
 	db     dbq.DBTX
 	q      *dbq.Queries
 	cfg    PrunerConfig
 	logger *slog.Logger
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // NewPruner returns a Pruner over db (a pool), filling in cfg's defaults.
@@ -59,57 +54,24 @@ func NewPruner(db dbq.DBTX, logger *slog.Logger, cfg PrunerConfig) *Pruner {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return &Pruner{db: db, q: dbq.New(), cfg: cfg, logger: logger}
 }
 
-// Start runs a prune at once and then every Interval, in the background,
-// until ctx ends or Stop is called. It returns at once; starting a running
-// Pruner does nothing.
-func (p *Pruner) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done != nil {
-		return nil
+// Run prunes once and logs what it deleted; it is the Run of the periodic
+// service cmd/gitlease schedules every Interval (app/service.Periodic).
+func (p *Pruner) Run(ctx context.Context) error {
+	n, err := p.RunOnce(ctx)
+	if n > 0 {
+		p.logger.InfoContext(ctx, "pruned deliveries", "deleted", n, "retention", p.cfg.Retention.String())
 	}
-	ctx, p.cancel = context.WithCancel(ctx)
-	p.done = make(chan struct{})
-	go p.loop(ctx, p.done)
-	return nil
+	return err
 }
 
-// Stop cancels the background work and waits until it has exited. Stopping
-// twice, or a Pruner never started, is safe; it can be started again after.
-func (p *Pruner) Stop() {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel, p.done = nil, nil
-	p.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
-
-func (p *Pruner) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	ticker := time.NewTicker(p.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		n, err := p.RunOnce(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			p.logger.Warn("prune deliveries", "err", err, "deleted", n)
-		case n > 0:
-			p.logger.Info("pruned deliveries", "deleted", n, "retention", p.cfg.Retention.String())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
-}
+// Interval is the time between prune runs.
+func (p *Pruner) Interval() time.Duration { return p.cfg.Interval }
 
 // RunOnce deletes every delivery received before now minus the retention,
 // a batch at a time, and returns how many it deleted. An error stops it

@@ -54,39 +54,3 @@ func TestPruner(t *testing.T) {
 		t.Errorf("second RunOnce = %d, %v", n, err)
 	}
 }
-
-// TestPrunerStartStop: the background loop prunes, and Stop is idempotent.
-func TestPrunerStartStop(t *testing.T) {
-	t.Parallel()
-	pool := dbtest.New(t)
-	opts := defaultOptions()
-	opts.handler.Now = func() time.Time { return time.Now().Add(-time.Hour) }
-	if status, _ := newEnvOn(t, pool, opts).post(t, request{event: "ping", delivery: "old", body: payload(t, "ping")}); status != 200 {
-		t.Fatal(status)
-	}
-	p := webhook.NewPruner(pool, discardLogger(), webhook.PrunerConfig{Retention: time.Minute, Interval: 10 * time.Millisecond})
-	p.Stop() // before Start: nothing to do
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil { // already running
-		t.Fatal(err)
-	}
-	e := &testEnv{pool: pool}
-	waitFor(t, 5*time.Second, "background prune", func() error {
-		if e.count(t, "deliveries") != 0 {
-			return errNotYet
-		}
-		return nil
-	})
-	p.Stop()
-	p.Stop()
-
-	// Cancelling Start's context ends the loop too.
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	p.Stop()
-}

@@ -20,6 +20,7 @@ var ErrStarted = errors.New("already started")
 // or before Start.
 type Service struct {
 	mu     sync.Mutex
+	ctx    context.Context // the running loop's context
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -34,7 +35,7 @@ func (s *Service) Start(ctx context.Context, loop func(ctx context.Context)) err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	s.cancel, s.done = cancel, done
+	s.ctx, s.cancel, s.done = ctx, cancel, done
 	go func() {
 		defer close(done)
 		loop(ctx)
@@ -46,13 +47,35 @@ func (s *Service) Start(ctx context.Context, loop func(ctx context.Context)) err
 func (s *Service) Stop() {
 	s.mu.Lock()
 	cancel, done := s.cancel, s.done
-	s.cancel, s.done = nil, nil
+	s.ctx, s.cancel, s.done = nil, nil, nil
 	s.mu.Unlock()
 	if cancel == nil {
 		return
 	}
 	cancel()
 	<-done
+}
+
+// Cancel asks the loop to end without waiting for it; Stop still waits.
+func (s *Service) Cancel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
+// Stopping is closed once the running loop's context ends (Cancel, Stop,
+// or the context given to Start). Before Start it returns a closed channel.
+func (s *Service) Stopping() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.ctx.Done()
 }
 
 // Periodic is a Service that calls Run once at start and then every

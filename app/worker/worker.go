@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gitlease/gitlease/app/service"
+
 	"github.com/gitlease/gitlease/app/github"
 
 	"github.com/google/uuid"
@@ -122,16 +124,17 @@ type Worker struct {
 	// never fill the same free slot.
 	leaseMu sync.Mutex
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	busy     int             // slots taken by running jobs
-	running  map[string]bool // entry IDs with a job
-	lctx     context.Context // ends when leasing stops
-	cancel   context.CancelFunc
-	base     context.Context // never cancelled by Stop: jobs' queue calls
-	loopDone chan struct{}
-	jobs     sync.WaitGroup
+	// leasing runs the lease and LISTEN loops; its Stopping channel is
+	// what running jobs watch for the shutdown's grace period.
+	leasing service.Service
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	busy    int             // slots taken by running jobs
+	running map[string]bool // entry IDs with a job
+	base    context.Context // never cancelled by Stop: jobs' queue calls
+	jobs    sync.WaitGroup
 }
 
 // NewWorker returns the built-in worker: it leases from store, wakes on
@@ -215,26 +218,26 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.started = true
 	w.base = context.WithoutCancel(ctx)
-	w.lctx, w.cancel = context.WithCancel(ctx)
-	w.loopDone = make(chan struct{})
-	listenDone := make(chan struct{})
+	var conn *pgx.Conn
 	if w.pool != nil {
-		conn, err := w.listen(w.lctx)
-		if err != nil {
+		var err error
+		if conn, err = w.listen(ctx); err != nil {
 			w.logger.WarnContext(ctx, "cannot listen for new work yet; polling meanwhile", "err", err)
 		}
+	}
+	if err := w.leasing.Start(ctx, func(ctx context.Context) {
+		listenDone := make(chan struct{})
 		go func() {
 			defer close(listenDone)
-			w.listenLoop(w.lctx, conn)
+			if w.pool != nil {
+				w.listenLoop(ctx, conn)
+			}
 		}()
-	} else {
-		close(listenDone)
-	}
-	go func() {
-		defer close(w.loopDone)
-		w.leaseLoop(w.lctx)
+		w.leaseLoop(ctx)
 		<-listenDone
-	}()
+	}); err != nil {
+		return err
+	}
 	w.logger.InfoContext(ctx, "worker started", "slots", w.cfg.Slots, "exec", w.cfg.Exec != "")
 	return nil
 }
@@ -243,11 +246,9 @@ func (w *Worker) Start(ctx context.Context) error {
 // commands, without waiting. Stop finishes the shutdown.
 func (w *Worker) StopLeasing() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.stopped = true
-	if w.cancel != nil {
-		w.cancel()
-	}
+	w.mu.Unlock()
+	w.leasing.Cancel()
 }
 
 // Stop stops leasing and waits until every job has ended: commands that
@@ -257,13 +258,7 @@ func (w *Worker) StopLeasing() {
 // to call more than once, or before Start.
 func (w *Worker) Stop() {
 	w.StopLeasing()
-	w.mu.Lock()
-	started, done := w.started, w.loopDone
-	w.mu.Unlock()
-	if !started {
-		return
-	}
-	<-done
+	w.leasing.Stop()
 	w.jobs.Wait()
 }
 
@@ -280,8 +275,13 @@ func (w *Worker) Resume(fe queue.FencedEntry) bool {
 	defer w.leaseMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.started || w.stopped || w.lctx.Err() != nil || w.busy >= w.cfg.Slots || w.running[id] {
+	if !w.started || w.stopped || w.busy >= w.cfg.Slots || w.running[id] {
 		return false
+	}
+	select {
+	case <-w.stopping(): // the context given to Start has ended
+		return false
+	default:
 	}
 	w.busy++
 	w.running[id] = true
@@ -298,7 +298,7 @@ func (w *Worker) Running(entryID string) bool {
 }
 
 // stopping is closed once leasing stops.
-func (w *Worker) stopping() <-chan struct{} { return w.lctx.Done() }
+func (w *Worker) stopping() <-chan struct{} { return w.leasing.Stopping() }
 
 func (w *Worker) poke() {
 	select {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitlease/gitlease/app/service"
+
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/setup"
 	"github.com/gitlease/gitlease/app/worker"
@@ -143,10 +145,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	}
 	srv.Echo().POST("/webhook", echo.WrapHandler(intake))
 	pruner := webhook.NewPruner(pool, logger, webhook.PrunerConfig{Retention: cfg.DeliveryRetention})
-	if err := pruner.Start(context.WithoutCancel(ctx)); err != nil {
+	pruning := &service.Periodic{Name: "delivery pruner", Interval: pruner.Interval(), Run: pruner.Run, Logger: logger}
+	if err := pruning.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	defer pruner.Stop()
+	defer pruning.Stop()
 	if cfg.RPCToken == "" {
 		logger.Warn("GITLEASE_RPC_TOKEN is not set: /rpc is disabled")
 	}
