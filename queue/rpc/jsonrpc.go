@@ -123,13 +123,13 @@ func (h *Handler) routeStateless(ctx context.Context, method string, params json
 // lifecycle answers the plugin lifecycle methods that need no session state.
 func (h *Handler) lifecycle(method string, params json.RawMessage) (result any, err *Error, noReply, ok bool) {
 	switch method {
-	case "$/ping", "shutdown":
+	case MethodPing, MethodShutdown:
 		return struct{}{}, nil, false, true
-	case "health/check":
+	case MethodHealthCheck:
 		return map[string]string{"status": "healthy"}, nil, false, true
-	case "initialized":
+	case MethodInitialized:
 		return nil, nil, true, true
-	case "initialize":
+	case MethodInitialize:
 		res, e := h.initialize(params)
 		return res, e, false, true
 	}
