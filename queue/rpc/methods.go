@@ -1,6 +1,7 @@
 // Package rpc is the queue v2 JSON-RPC surface of gitlease: the method table
-// over queue.Store, the HTTP framing (single and batch requests) and the
-// stdio plugin session.
+// over queue.Store, the HTTP framing (single and batch requests), the stdio
+// plugin session, and Client, the typed HTTP client that shares the
+// server's param structs, method names and error type.
 package rpc
 
 import (
