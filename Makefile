@@ -15,8 +15,12 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 test: check-generated check-fmt vet
 	scripts/with-postgres $(GO) test -count=1 ./...
 
+# sqlc lives in its own module (tools/) so its dependencies stay out of the
+# product's go.mod. -f paths are resolved against the config file's folder.
+SQLC = cd tools && $(GO) tool sqlc -f ../db/sqlc.yaml
+
 check-generated:
-	@cd db && $(GO) tool sqlc diff || { \
+	@$(SQLC) diff || { \
 		echo "generated sqlc code in db/dbq is out of date with db/queries or db/migrations; run \`make generate\`" >&2; \
 		exit 1; }
 
@@ -32,7 +36,7 @@ vet:
 	$(GO) vet ./...
 
 generate:
-	cd db && $(GO) tool sqlc generate
+	$(SQLC) generate
 
 dev:
 	$(GO) run ./cmd/gitlease dev

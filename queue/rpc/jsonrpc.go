@@ -17,6 +17,11 @@ type response struct {
 
 var nullID = json.RawMessage("null")
 
+// MaxBatch is the most requests one HTTP JSON-RPC batch may hold (SPEC §5).
+// A longer batch is refused whole with a single -32600 response; none of
+// its calls run.
+const MaxBatch = 100
+
 // router answers one method call. noReply is true for calls that must get no
 // response even when they carry an id ($/ notifications, exit).
 type router func(ctx context.Context, method string, params json.RawMessage) (result any, err *Error, noReply bool)
@@ -68,8 +73,9 @@ func validID(id json.RawMessage) bool {
 	return false
 }
 
-// handlePayload processes an HTTP body: one message or a batch. It returns
-// the bytes to send, or nil when only notifications were sent.
+// handlePayload processes an HTTP body: one message or a batch of at most
+// MaxBatch. It returns the bytes to send, or nil when only notifications
+// were sent.
 func handlePayload(ctx context.Context, body []byte, route router) []byte {
 	body = bytes.TrimSpace(body)
 	if !json.Valid(body) {
@@ -79,6 +85,9 @@ func handlePayload(ctx context.Context, body []byte, route router) []byte {
 		var batch []json.RawMessage
 		if err := json.Unmarshal(body, &batch); err != nil || len(batch) == 0 {
 			return mustMarshal(&response{JSONRPC: "2.0", ID: nullID, Error: errorf(CodeInvalidRequest, "invalid request: a batch must be a non-empty array")})
+		}
+		if len(batch) > MaxBatch {
+			return mustMarshal(&response{JSONRPC: "2.0", ID: nullID, Error: errorf(CodeInvalidRequest, "invalid request: a batch holds %d requests, more than the %d allowed", len(batch), MaxBatch)})
 		}
 		out := make([]*response, 0, len(batch))
 		for _, m := range batch {
@@ -105,7 +114,8 @@ func mustMarshal(v any) []byte {
 	return b
 }
 
-// ServeJSONRPC answers an HTTP JSON-RPC body: a single request or a batch.
+// ServeJSONRPC answers an HTTP JSON-RPC body: a single request or a batch of
+// at most MaxBatch (a longer one gets a single -32600 response).
 // It returns nil when the body held only notifications (HTTP 204). Over HTTP
 // no initialize is needed: the transport is stateless.
 func (h *Handler) ServeJSONRPC(ctx context.Context, body []byte) []byte {
@@ -123,13 +133,13 @@ func (h *Handler) routeStateless(ctx context.Context, method string, params json
 // lifecycle answers the plugin lifecycle methods that need no session state.
 func (h *Handler) lifecycle(method string, params json.RawMessage) (result any, err *Error, noReply, ok bool) {
 	switch method {
-	case "$/ping", "shutdown":
+	case MethodPing, MethodShutdown:
 		return struct{}{}, nil, false, true
-	case "health/check":
+	case MethodHealthCheck:
 		return map[string]string{"status": "healthy"}, nil, false, true
-	case "initialized":
+	case MethodInitialized:
 		return nil, nil, true, true
-	case "initialize":
+	case MethodInitialize:
 		res, e := h.initialize(params)
 		return res, e, false, true
 	}

@@ -1,6 +1,7 @@
 // Package rpc is the queue v2 JSON-RPC surface of gitlease: the method table
-// over queue.Store, the HTTP framing (single and batch requests) and the
-// stdio plugin session.
+// over queue.Store, the HTTP framing (single and batch requests), the stdio
+// plugin session, and Client, the typed HTTP client that shares the
+// server's param structs, method names and error type.
 package rpc
 
 import (
@@ -14,23 +15,33 @@ import (
 	"github.com/gitlease/gitlease/queue"
 )
 
-// The methods a queue plugin advertises, in the reference's order.
-var (
-	legacyMethods = []string{
-		"queue/enqueue", "queue/list", "queue/lease", "queue/stats", "queue/next_deadline", "queue/hold",
-		"queue/release", "queue/release_pending", "queue/drop", "queue/reorder", "queue/mark_assigned", "queue/completion",
-	}
-	v2Methods = []string{
-		"queue/v2/enqueue", "queue/v2/lease", "queue/v2/lease/renew", "queue/v2/lease/recover",
-		"queue/v2/completion", "queue/v2/release_pending",
-	}
+// Method names of the queue protocol's v2 calls (queue v2 §3), which
+// Handler serves and Client calls.
+const (
+	MethodV2Enqueue        = "queue/v2/enqueue"
+	MethodV2Lease          = "queue/v2/lease"
+	MethodV2Renew          = "queue/v2/lease/renew"
+	MethodV2Recover        = "queue/v2/lease/recover"
+	MethodV2Completion     = "queue/v2/completion"
+	MethodV2ReleasePending = "queue/v2/release_pending"
 )
 
-// Methods lists every method a plugin advertises in capabilities.methods.
-func Methods() []string {
-	m := append(append([]string{}, legacyMethods...), v2Methods...)
-	return append(m, "health/check")
-}
+// Method names of the protocol's legacy queue/* calls. The Legacy ones fail
+// closed on v2 items (-32209); the others serve both kinds.
+const (
+	MethodList                 = "queue/list"
+	MethodStats                = "queue/stats"
+	MethodNextDeadline         = "queue/next_deadline"
+	MethodHold                 = "queue/hold"
+	MethodRelease              = "queue/release"
+	MethodDrop                 = "queue/drop"
+	MethodReorder              = "queue/reorder"
+	MethodLegacyEnqueue        = "queue/enqueue"
+	MethodLegacyLease          = "queue/lease"
+	MethodLegacyMarkAssigned   = "queue/mark_assigned"
+	MethodLegacyReleasePending = "queue/release_pending"
+	MethodLegacyCompletion     = "queue/completion"
+)
 
 // gitlease's own methods for outside workers, beside the protocol's.
 const (
@@ -40,6 +51,30 @@ const (
 	// worker's output tail, shown in the item's check run).
 	MethodCompletion = "gitlease/completion"
 )
+
+// Method names of the plugin lifecycle (answered over HTTP too, where they
+// need no session). Any other "$/" method is a notification that gets no
+// answer.
+const (
+	MethodInitialize  = "initialize"
+	MethodInitialized = "initialized"
+	MethodPing        = "$/ping"
+	MethodHealthCheck = "health/check"
+	MethodShutdown    = "shutdown"
+	MethodExit        = "exit"
+)
+
+// Methods lists every method a plugin advertises in capabilities.methods,
+// in the reference's order: the legacy queue/* names, the v2 names, then
+// health/check.
+func Methods() []string {
+	return []string{
+		MethodLegacyEnqueue, MethodList, MethodLegacyLease, MethodStats, MethodNextDeadline, MethodHold,
+		MethodRelease, MethodLegacyReleasePending, MethodDrop, MethodReorder, MethodLegacyMarkAssigned, MethodLegacyCompletion,
+		MethodV2Enqueue, MethodV2Lease, MethodV2Renew, MethodV2Recover, MethodV2Completion, MethodV2ReleasePending,
+		MethodHealthCheck,
+	}
+}
 
 type handlerFunc func(ctx context.Context, params json.RawMessage) (any, error)
 
@@ -60,24 +95,24 @@ func NewHandler(store *queue.Store, version string, logger *slog.Logger) *Handle
 	}
 	h := &Handler{store: store, version: version, logger: logger}
 	h.methods = map[string]handlerFunc{
-		"queue/v2/enqueue":         h.v2Enqueue,
-		"queue/v2/lease":           h.v2Lease,
-		"queue/v2/lease/renew":     h.v2Renew,
-		"queue/v2/lease/recover":   h.v2Recover,
-		"queue/v2/completion":      h.v2Completion,
-		"queue/v2/release_pending": h.v2ReleasePending,
-		"queue/list":               h.list,
-		"queue/stats":              h.stats,
-		"queue/hold":               h.hold,
-		"queue/release":            h.release,
-		"queue/drop":               h.drop,
-		"queue/reorder":            h.reorder,
-		"queue/next_deadline":      h.nextDeadline,
-		"queue/enqueue":            h.legacyEnqueue,
-		"queue/lease":              h.legacyLease,
-		"queue/mark_assigned":      h.markAssigned,
-		"queue/release_pending":    h.legacyReleasePending,
-		"queue/completion":         h.legacyCompletion,
+		MethodV2Enqueue:            h.v2Enqueue,
+		MethodV2Lease:              h.v2Lease,
+		MethodV2Renew:              h.v2Renew,
+		MethodV2Recover:            h.v2Recover,
+		MethodV2Completion:         h.v2Completion,
+		MethodV2ReleasePending:     h.v2ReleasePending,
+		MethodList:                 h.list,
+		MethodStats:                h.stats,
+		MethodHold:                 h.hold,
+		MethodRelease:              h.release,
+		MethodDrop:                 h.drop,
+		MethodReorder:              h.reorder,
+		MethodNextDeadline:         h.nextDeadline,
+		MethodLegacyEnqueue:        h.legacyEnqueue,
+		MethodLegacyLease:          h.legacyLease,
+		MethodLegacyMarkAssigned:   h.markAssigned,
+		MethodLegacyReleasePending: h.legacyReleasePending,
+		MethodLegacyCompletion:     h.legacyCompletion,
 		MethodEntryGet:             h.entryGet,
 		MethodCompletion:           h.noteCompletion,
 	}
@@ -153,7 +188,10 @@ func required[T any](method, field string, v *T) error {
 	return nil
 }
 
-type v2EnqueueParams struct {
+// EnqueueParams are queue/v2/enqueue's params, decoded strictly (an unknown
+// field is -32602). SubjectDispatch is a queue.SubjectDispatch as JSON; it
+// must carry workflow_ref, trigger_source and requested_at.
+type EnqueueParams struct {
 	SubjectDispatch json.RawMessage    `json:"subject_dispatch"`
 	IdempotencyKey  *string            `json:"idempotency_key,omitempty"`
 	Repository      *queue.Reservation `json:"repository,omitempty"`
@@ -162,8 +200,8 @@ type v2EnqueueParams struct {
 }
 
 func (h *Handler) v2Enqueue(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/v2/enqueue"
-	var p v2EnqueueParams
+	const m = MethodV2Enqueue
+	var p EnqueueParams
 	if err := queue.DecodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
@@ -184,7 +222,10 @@ func (h *Handler) v2Enqueue(ctx context.Context, params json.RawMessage) (any, e
 	return h.store.Enqueue(ctx, ep)
 }
 
-type v2LeaseParams struct {
+// LeaseParams are queue/v2/lease's params, decoded strictly. Max (1..5),
+// OwnerID and WorkflowIDs (one per leased item, unique) are required;
+// Exclude lists fences the caller already holds.
+type LeaseParams struct {
 	Max         *uint64       `json:"max"`
 	OwnerID     *string       `json:"owner_id"`
 	WorkflowIDs []string      `json:"workflow_ids"`
@@ -192,8 +233,8 @@ type v2LeaseParams struct {
 }
 
 func (h *Handler) v2Lease(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/v2/lease"
-	var p v2LeaseParams
+	const m = MethodV2Lease
+	var p LeaseParams
 	if err := queue.DecodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
@@ -203,14 +244,16 @@ func (h *Handler) v2Lease(ctx context.Context, params json.RawMessage) (any, err
 	return h.store.Lease(ctx, queue.LeaseParams{Max: int(*p.Max), OwnerID: *p.OwnerID, WorkflowIDs: p.WorkflowIDs, Exclude: p.Exclude})
 }
 
-type renewParams struct {
+// RenewParams are queue/v2/lease/renew's params, decoded strictly.
+// Execution is required; TTLSecs overrides the server's lease TTL.
+type RenewParams struct {
 	Execution *queue.Fence `json:"execution"`
 	TTLSecs   *uint64      `json:"ttl_secs,omitempty"`
 }
 
 func (h *Handler) v2Renew(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/v2/lease/renew"
-	var p renewParams
+	const m = MethodV2Renew
+	var p RenewParams
 	if err := queue.DecodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
@@ -220,15 +263,17 @@ func (h *Handler) v2Renew(ctx context.Context, params json.RawMessage) (any, err
 	return h.store.Renew(ctx, queue.RenewParams{Execution: *p.Execution, TTLSecs: p.TTLSecs})
 }
 
-type recoverParams struct {
+// RecoverParams are queue/v2/lease/recover's params, decoded strictly.
+// Execution and NewOwnerID are required.
+type RecoverParams struct {
 	Execution  *queue.Fence `json:"execution"`
 	NewOwnerID *string      `json:"new_owner_id"`
 	TTLSecs    *uint64      `json:"ttl_secs,omitempty"`
 }
 
 func (h *Handler) v2Recover(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/v2/lease/recover"
-	var p recoverParams
+	const m = MethodV2Recover
+	var p RecoverParams
 	if err := queue.DecodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
@@ -241,14 +286,17 @@ func (h *Handler) v2Recover(ctx context.Context, params json.RawMessage) (any, e
 	return h.store.Recover(ctx, queue.RecoverParams{Execution: *p.Execution, NewOwnerID: *p.NewOwnerID, TTLSecs: p.TTLSecs})
 }
 
-type completionParams struct {
+// CompletionParams are queue/v2/completion's params, decoded strictly.
+// Execution and Status are required; WorkflowRef is accepted and ignored.
+type CompletionParams struct {
 	Execution   *queue.Fence `json:"execution"`
 	Status      *string      `json:"status"`
 	WorkflowRef *string      `json:"workflow_ref,omitempty"`
 }
 
-// noteCompletionParams is gitlease/completion's: the protocol's plus a note.
-type noteCompletionParams struct {
+// NoteCompletionParams are gitlease/completion's params: CompletionParams
+// plus Note, the worker's output tail, which the item's check run shows.
+type NoteCompletionParams struct {
 	Execution   *queue.Fence `json:"execution"`
 	Status      *string      `json:"status"`
 	WorkflowRef *string      `json:"workflow_ref,omitempty"`
@@ -256,22 +304,22 @@ type noteCompletionParams struct {
 }
 
 func (h *Handler) v2Completion(ctx context.Context, params json.RawMessage) (any, error) {
-	var p completionParams
-	if err := queue.DecodeStrict(params, &p, "queue/v2/completion"); err != nil {
+	var p CompletionParams
+	if err := queue.DecodeStrict(params, &p, MethodV2Completion); err != nil {
 		return nil, err
 	}
-	return h.complete(ctx, "queue/v2/completion", noteCompletionParams{Execution: p.Execution, Status: p.Status})
+	return h.complete(ctx, MethodV2Completion, NoteCompletionParams{Execution: p.Execution, Status: p.Status})
 }
 
 func (h *Handler) noteCompletion(ctx context.Context, params json.RawMessage) (any, error) {
-	var p noteCompletionParams
+	var p NoteCompletionParams
 	if err := queue.DecodeStrict(params, &p, MethodCompletion); err != nil {
 		return nil, err
 	}
 	return h.complete(ctx, MethodCompletion, p)
 }
 
-func (h *Handler) complete(ctx context.Context, method string, p noteCompletionParams) (any, error) {
+func (h *Handler) complete(ctx context.Context, method string, p NoteCompletionParams) (any, error) {
 	if err := required(method, "execution", p.Execution); err != nil {
 		return nil, err
 	}
@@ -285,14 +333,16 @@ func (h *Handler) complete(ctx context.Context, method string, p noteCompletionP
 	return h.store.Complete(ctx, cp)
 }
 
-type releasePendingParams struct {
+// ReleasePendingParams are queue/v2/release_pending's params, decoded
+// strictly. Execution and Reason are required.
+type ReleasePendingParams struct {
 	Execution *queue.Fence `json:"execution"`
 	Reason    *string      `json:"reason"`
 }
 
 func (h *Handler) v2ReleasePending(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/v2/release_pending"
-	var p releasePendingParams
+	const m = MethodV2ReleasePending
+	var p ReleasePendingParams
 	if err := queue.DecodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
@@ -312,7 +362,7 @@ func (h *Handler) list(ctx context.Context, params json.RawMessage) (any, error)
 		Offset *uint64  `json:"offset"`
 	}
 	if !absent(params) {
-		if err := decode("queue/list", params, &p); err != nil {
+		if err := decode(MethodList, params, &p); err != nil {
 			return nil, err
 		}
 	}
@@ -327,12 +377,14 @@ func (h *Handler) stats(ctx context.Context, _ json.RawMessage) (any, error) {
 	return h.store.Stats(ctx)
 }
 
-type entryIDParams struct {
+// EntryIDParams name one item: the params of gitlease/entry/get,
+// queue/hold, queue/release and queue/drop. EntryID is required.
+type EntryIDParams struct {
 	EntryID *string `json:"entry_id"`
 }
 
 func (h *Handler) entryID(method string, params json.RawMessage) (string, error) {
-	var p entryIDParams
+	var p EntryIDParams
 	if err := decode(method, params, &p); err != nil {
 		return "", err
 	}
@@ -343,7 +395,7 @@ func (h *Handler) entryID(method string, params json.RawMessage) (string, error)
 }
 
 func (h *Handler) hold(ctx context.Context, params json.RawMessage) (any, error) {
-	id, err := h.entryID("queue/hold", params)
+	id, err := h.entryID(MethodHold, params)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +403,7 @@ func (h *Handler) hold(ctx context.Context, params json.RawMessage) (any, error)
 }
 
 func (h *Handler) release(ctx context.Context, params json.RawMessage) (any, error) {
-	id, err := h.entryID("queue/release", params)
+	id, err := h.entryID(MethodRelease, params)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +411,7 @@ func (h *Handler) release(ctx context.Context, params json.RawMessage) (any, err
 }
 
 func (h *Handler) drop(ctx context.Context, params json.RawMessage) (any, error) {
-	id, err := h.entryID("queue/drop", params)
+	id, err := h.entryID(MethodDrop, params)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +422,7 @@ func (h *Handler) reorder(ctx context.Context, params json.RawMessage) (any, err
 	var p struct {
 		EntryIDs []string `json:"entry_ids"`
 	}
-	if err := decode("queue/reorder", params, &p); err != nil {
+	if err := decode(MethodReorder, params, &p); err != nil {
 		return nil, err
 	}
 	n, err := h.store.Reorder(ctx, p.EntryIDs)
@@ -396,7 +448,7 @@ func (h *Handler) nextDeadline(ctx context.Context, _ json.RawMessage) (any, err
 }
 
 func (h *Handler) legacyEnqueue(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/enqueue"
+	const m = MethodLegacyEnqueue
 	var p struct {
 		SubjectDispatch json.RawMessage `json:"subject_dispatch"`
 		RunAt           string          `json:"run_at"`
@@ -413,7 +465,7 @@ func (h *Handler) legacyEnqueue(ctx context.Context, params json.RawMessage) (an
 }
 
 func (h *Handler) legacyLease(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/lease"
+	const m = MethodLegacyLease
 	var p struct {
 		Max             *uint64  `json:"max"`
 		WorkflowIDs     []string `json:"workflow_ids"`
@@ -436,7 +488,7 @@ func (h *Handler) legacyLease(ctx context.Context, params json.RawMessage) (any,
 }
 
 func (h *Handler) markAssigned(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/mark_assigned"
+	const m = MethodLegacyMarkAssigned
 	var p struct {
 		EntryID    *string `json:"entry_id"`
 		WorkflowID string  `json:"workflow_id"`
@@ -451,7 +503,7 @@ func (h *Handler) markAssigned(ctx context.Context, params json.RawMessage) (any
 }
 
 func (h *Handler) legacyReleasePending(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/release_pending"
+	const m = MethodLegacyReleasePending
 	var p struct {
 		EntryID *string `json:"entry_id"`
 		Reason  *string `json:"reason"`
@@ -472,7 +524,7 @@ func (h *Handler) legacyReleasePending(ctx context.Context, params json.RawMessa
 }
 
 func (h *Handler) legacyCompletion(ctx context.Context, params json.RawMessage) (any, error) {
-	const m = "queue/completion"
+	const m = MethodLegacyCompletion
 	var p struct {
 		EntryID     *string `json:"entry_id"`
 		Status      *string `json:"status"`

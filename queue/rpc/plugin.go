@@ -57,7 +57,7 @@ func (h *Handler) initialize(params json.RawMessage) (*InitializeResult, *Error)
 }
 
 func (h *Handler) bind(params json.RawMessage) (*InitializeResult, string, *Error) {
-	const m = "initialize"
+	const m = MethodInitialize
 	var p initializeParams
 	if absent(params) {
 		return nil, "", errorf(CodeInvalidParams, "invalid initialize params: missing params")

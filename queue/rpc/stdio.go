@@ -96,7 +96,7 @@ func isExit(msg json.RawMessage) bool {
 	var m struct {
 		Method string `json:"method"`
 	}
-	return json.Unmarshal(msg, &m) == nil && m.Method == "exit"
+	return json.Unmarshal(msg, &m) == nil && m.Method == MethodExit
 }
 
 func (s *StdioSession) write(resp *response) {
@@ -109,7 +109,7 @@ func (s *StdioSession) write(resp *response) {
 }
 
 func (s *StdioSession) route(ctx context.Context, method string, params json.RawMessage) (any, *Error, bool) {
-	if method == "initialize" {
+	if method == MethodInitialize {
 		res, root, err := s.h.bind(params)
 		if err != nil {
 			return nil, err, false
