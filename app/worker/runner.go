@@ -328,7 +328,7 @@ func (j *job) awaitProvisioning(ctx context.Context) (*queue.Provisioning, error
 		cancel()
 		f := j.currentFence()
 		switch {
-		case isNotFound(err):
+		case rpc.IsNotFound(err):
 			return nil, &lostError{Outcome: queue.OutcomeNotFound, Reason: "queue entry does not exist"}
 		case err != nil:
 			j.log.WarnContext(ctx, "reading the item's provisioning failed; retrying", "err", err)
@@ -507,7 +507,7 @@ func (j *job) finish(ctx context.Context, what string, call func(context.Context
 		res, err := call(ctx)
 		var (
 			invalid *queue.InvalidError
-			rpcErr  *RPCError
+			rpcErr  *rpc.Error
 		)
 		if err == nil || errors.As(err, &invalid) || (errors.As(err, &rpcErr) && rpcErr.Code != rpc.CodeInternal) {
 			return res, err // an answer: asking again changes nothing

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/app/service"
+	"github.com/gitlease/gitlease/queue/rpc"
 
 	"github.com/gitlease/gitlease/app/github"
 
@@ -157,7 +158,7 @@ func NewWorker(store *queue.Store, pool *pgxpool.Pool, gh *github.Installations,
 // tails are logged, not sent (completion over /rpc carries no note). It
 // returns an error for an invalid cfg, and for an owner ID under
 // BuiltinOwnerPrefix, which the sweepers of serve would take over.
-func NewRemoteWorker(client *RPCClient, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
+func NewRemoteWorker(client *rpc.Client, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
 	if strings.HasPrefix(cfg.OwnerID, BuiltinOwnerPrefix) {
 		return nil, fmt.Errorf("worker owner ID %q must not start with %q: that prefix is for serve's built-in workers", cfg.OwnerID, BuiltinOwnerPrefix)
 	}

@@ -505,7 +505,7 @@ func TestRemoteWorkerOverRPC(t *testing.T) {
 	store, pool := newQueue(t, 3*time.Second)
 	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
-	client, err := NewRPCClient(srv.URL, "tok", nil)
+	client, err := rpc.NewClient(srv.URL, "tok", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +560,7 @@ func TestRemoteWorkerShutdownReleases(t *testing.T) {
 	store, pool := newQueue(t, time.Minute)
 	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
-	client, err := NewRPCClient(srv.URL+"/rpc", "tok", nil)
+	client, err := rpc.NewClient(srv.URL+"/rpc", "tok", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,24 +578,6 @@ func TestRemoteWorkerShutdownReleases(t *testing.T) {
 	w.Stop()
 	if s := getItem(t, store, it.EntryID).Status(); s != queue.StatusPending {
 		t.Errorf("status = %s, want pending", s)
-	}
-}
-
-func TestRPCClientErrors(t *testing.T) {
-	t.Parallel()
-	store, pool := newQueue(t, time.Minute)
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
-	t.Cleanup(srv.Close)
-	wrong, _ := NewRPCClient(srv.URL, "wrong", nil)
-	if _, err := wrong.Entry(context.Background(), uuid.NewString()); err == nil || !strings.Contains(err.Error(), "401") {
-		t.Errorf("wrong token: %v, want HTTP 401", err)
-	}
-	c, _ := NewRPCClient(srv.URL, "tok", nil)
-	if _, err := c.Entry(context.Background(), uuid.NewString()); !isNotFound(err) {
-		t.Errorf("unknown entry: %v, want -32201", err)
-	}
-	if _, err := NewRPCClient("ftp://x", "t", nil); err == nil {
-		t.Error("a non-http URL was accepted")
 	}
 }
 

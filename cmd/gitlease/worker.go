@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/worker"
+	"github.com/gitlease/gitlease/queue/rpc"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -133,13 +134,13 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 	if *owner == "" {
 		*owner = "gitlease-worker/" + worker.NewInstanceID()
 	}
-	client, err := worker.NewRPCClient(*serverURL, *token, &http.Client{Timeout: time.Minute})
+	client, err := rpc.NewClient(*serverURL, *token, &http.Client{Timeout: time.Minute})
 	if err != nil {
 		return &configError{Setting: "--url", Problem: err.Error()}
 	}
 	// Fail now, with a clear line, on a wrong URL or token.
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = client.Call(checkCtx, "queue/stats", nil, nil)
+	err = client.Call(checkCtx, rpc.MethodStats, nil, nil)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("reach the gitlease server at %s: %w", *serverURL, err)
