@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/gitlease/gitlease/webhook"
 
 	"github.com/gitlease/gitlease/queue"
@@ -496,28 +498,35 @@ func (j *job) release(ctx context.Context, reason string) {
 	}
 }
 
+// finishBackoff paces the retries of a finishing call: from 250 ms,
+// doubling, at most 4 s apart.
+func finishBackoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: 250 * time.Millisecond, RandomizationFactor: 0.2,
+		Multiplier: 2, MaxInterval: 4 * time.Second}
+}
+
 // finish runs a finishing call with retries, within finishTimeout in all.
 // The context is never the worker's stop signal: a stopping worker must
 // still record what its commands did.
 func (j *job) finish(ctx context.Context, what string, call func(context.Context) (queue.MutationResult, error)) (queue.MutationResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	backoff := 250 * time.Millisecond
-	for {
+	var last error
+	res, err := backoff.Retry(ctx, func() (queue.MutationResult, error) {
 		res, err := call(ctx)
 		var (
 			invalid *queue.InvalidError
 			rpcErr  *rpc.Error
 		)
 		if err == nil || errors.As(err, &invalid) || (errors.As(err, &rpcErr) && rpcErr.Code != rpc.CodeInternal) {
-			return res, err // an answer: asking again changes nothing
+			return res, backoff.Permanent(err) // an answer: asking again changes nothing
 		}
+		last = err
 		j.log.WarnContext(ctx, what+" failed; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return res, fmt.Errorf("%s work item: %w", what, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 4*time.Second)
+		return res, err
+	}, backoff.WithBackOff(finishBackoff()), backoff.WithMaxElapsedTime(0))
+	if err != nil && ctx.Err() != nil && last != nil {
+		return res, fmt.Errorf("%s work item: %w", what, last)
 	}
+	return res, err
 }

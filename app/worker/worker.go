@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/queue/rpc"
 
@@ -405,23 +407,27 @@ func closeConn(conn *pgx.Conn) {
 // listenLoop wakes the lease loop on every notification until ctx ends,
 // reconnecting with backoff when the connection fails.
 func (w *Worker) listenLoop(ctx context.Context, conn *pgx.Conn) {
-	backoff := time.Second
+	retry := &backoff.ExponentialBackOff{InitialInterval: time.Second, RandomizationFactor: 0.2,
+		Multiplier: 2, MaxInterval: 30 * time.Second}
+	retry.Reset()
+	wait := retry.NextBackOff()
 	for {
 		if conn == nil {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
 			var err error
 			if conn, err = w.listen(ctx); err != nil {
+				wait = retry.NextBackOff()
 				if ctx.Err() == nil {
-					w.logger.WarnContext(ctx, "cannot listen for new work; polling meanwhile", "err", err, "retry_in", backoff.String())
+					w.logger.WarnContext(ctx, "cannot listen for new work; polling meanwhile", "err", err, "retry_in", wait.String())
 				}
-				backoff = min(2*backoff, 30*time.Second)
 				continue
 			}
-			backoff = time.Second
+			retry.Reset()
+			wait = retry.NextBackOff()
 			w.poke() // notifications may have been missed while disconnected
 		}
 		_, err := conn.WaitForNotification(ctx)
