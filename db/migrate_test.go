@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbtest"
@@ -400,4 +402,54 @@ func openPool(t *testing.T, url string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// TestMigrateMovesGitHubState: what an item recorded about GitHub in
+// work_items before migration 4 is in github_items after it.
+func TestMigrateMovesGitHubState(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := openPool(t, dbtest.EmptyURL(t))
+	p, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), db.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 3); err != nil {
+		t.Fatalf("migrate to 3: %v", err)
+	}
+	// Legacy items (is_v2 false) need no subject identity.
+	items := []struct{ id, extra, values string }{
+		{"1", ", head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation", ", 'abc', 7, 'gitlease/issue-1', 3, 'https://x/pull/3', 1"},
+		{"2", ", check_run_id", ", 9"},
+		{"3", "", ""},
+	}
+	for _, it := range items {
+		stmt := `INSERT INTO work_items (id, status, is_v2, subject_id, dispatch, enqueued_at` + it.extra +
+			`) VALUES ($1, 'pending', false, 's' || $2::text, '{}', now()` + it.values + `)`
+		if _, err := pool.Exec(ctx, stmt, "00000000-0000-0000-0000-00000000000"+it.id, it.id); err != nil {
+			t.Fatalf("insert item %s: %v", it.id, err)
+		}
+	}
+	if _, err := db.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	rows, _ := pool.Query(ctx, `SELECT entry_id::text, coalesce(head_sha, ''), coalesce(check_run_id, 0), coalesce(branch, ''),
+		coalesce(pr_number, 0), coalesce(pr_url, ''), coalesce(provisioned_generation, 0) FROM github_items ORDER BY entry_id`)
+	for rows.Next() {
+		var id, sha, branch, url string
+		var run, gen int64
+		var pr int32
+		if err := rows.Scan(&id, &sha, &run, &branch, &pr, &url, &gen); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d %s %d %s %d", id[len(id)-1:], sha, run, branch, pr, url, gen))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"1 abc 7 gitlease/issue-1 3 https://x/pull/3 1", "2  9  0  0"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("github_items = %q, want %q (the item with nothing GitHub-side gets no row)", got, want)
+	}
 }
