@@ -33,7 +33,20 @@ type installation struct {
 	appID       int64
 	account     string
 	repos       []string // lower-case full names
+	all         bool     // on every repository (WithAutoCreate's)
 	permissions map[string]string
+}
+
+// sees reports whether the installation has repository full (lower-case).
+func (in *installation) sees(full string) bool { return in.all || contains(in.repos, full) }
+
+// installationRepos returns the lower-case full names of the repositories
+// in has. s.mu is held.
+func (s *Server) installationRepos(in *installation) []string {
+	if in.all {
+		return sortedKeys(s.repos)
+	}
+	return in.repos
 }
 
 // token is an installation access token.
@@ -66,6 +79,7 @@ func (s *Server) AddInstallation(id int64, repos ...string) {
 	defer s.mu.Unlock()
 	if _, ok := s.installations[id]; ok {
 		s.tb.Fatalf("githubtest: installation %d already exists", id)
+		return
 	}
 	in := &installation{id: id, appID: s.AppID, permissions: defaultPermissions()}
 	for _, full := range repos {
@@ -259,7 +273,13 @@ func (s *Server) resolveRepo(c *call) (response, bool) {
 	full := c.r.PathValue("owner") + "/" + c.r.PathValue("repo")
 	rp := s.repos[strings.ToLower(full)]
 	in := s.installations[c.tok.installationID]
-	visible := rp != nil && in != nil && contains(in.repos, strings.ToLower(full)) &&
+	if rp == nil && s.cfg.autoCreate && in != nil && in.all {
+		rp = s.newRepo(c.r.PathValue("owner"), c.r.PathValue("repo"), s.newID(), AutoDefaultBranch, true)
+		if in.account == "" {
+			in.account = rp.owner // what token requests name repositories under
+		}
+	}
+	visible := rp != nil && in != nil && in.sees(strings.ToLower(full)) &&
 		(c.tok.repos == nil || c.tok.repos[strings.ToLower(full)])
 	if !visible {
 		if rp == nil {
@@ -363,6 +383,10 @@ func (s *Server) handleGetApp(c *call) response {
 func (s *Server) handleAccessToken(c *call) response {
 	id, err := strconv.ParseInt(c.r.PathValue("installation_id"), 10, 64)
 	in := s.installations[id]
+	if in == nil && err == nil && id > 0 && s.cfg.autoCreate && c.app.id == s.AppID {
+		in = &installation{id: id, appID: s.AppID, all: true, permissions: defaultPermissions()}
+		s.installations[id] = in
+	}
 	if err != nil || in == nil || in.appID != c.app.id {
 		c.violatef("no installation %s of App %d", c.r.PathValue("installation_id"), c.app.id)
 		return c.notFound()
@@ -380,7 +404,7 @@ func (s *Server) handleAccessToken(c *call) response {
 		t.repos = map[string]bool{}
 		for _, n := range names {
 			full := strings.ToLower(in.account + "/" + n.(string))
-			if !contains(in.repos, full) {
+			if !in.sees(full) || s.repos[full] == nil {
 				c.violatef("token requested for repository %q, not in installation %d", n, id)
 				return c.fail(http.StatusUnprocessableEntity, "There is at least one repository that does not exist or is not accessible to the parent installation.")
 			}
@@ -389,7 +413,7 @@ func (s *Server) handleAccessToken(c *call) response {
 		for _, n := range ids {
 			rid, _ := n.(json.Number).Int64()
 			found := false
-			for _, full := range in.repos {
+			for _, full := range s.installationRepos(in) {
 				if s.repos[full].id == rid {
 					t.repos[full], found = true, true
 				}

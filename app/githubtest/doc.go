@@ -1,7 +1,8 @@
-// Package githubtest is a strict fake of the GitHub REST API for tests.
+// Package githubtest is a strict fake of the GitHub REST API, the one gitlease
+// has: the tests use it, and so does gitlease dev's dry run.
 //
-// New starts an httptest.Server that serves, at its root, the api.github.com
-// paths gitlease uses: the GitHub App endpoints (GET /app, installation access
+// New starts, for a test, an httptest.Server that serves, at its root, the
+// api.github.com paths gitlease uses: the GitHub App endpoints (GET /app, installation access
 // tokens, manifest conversions), repositories, Git refs, commits and trees,
 // pull requests and check runs. It behaves like GitHub for these endpoints:
 // the same authentication (an RS256 App JWT for /app endpoints, an
@@ -12,6 +13,12 @@
 // The fake is strict: every request GitHub would reject is answered as GitHub
 // answers it and is also reported as a Violation, which fails the test
 // through the testing.TB given to New (unless the Lenient option is used).
+// NewHandler makes the same fake without a listener, for use outside tests:
+// it answers through ServeHTTP or, in process, Transport, and reports to a
+// Reporter such as LogReporter, which logs violations instead of failing
+// anything. WithAutoCreate makes it create the installations, repositories
+// and base branches requests name, so a client runs against it with no
+// set-up; gitlease dev uses both.
 // A few rejections are a normal part of talking to GitHub and are answered
 // without failing the test: a 404 for a ref, pull request, check run or
 // manifest code that does not exist (a probe), 422 "Reference already

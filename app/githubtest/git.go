@@ -138,15 +138,27 @@ func (s *Server) AddRepo(owner, name string, id int64, defaultBranch string, all
 	full := owner + "/" + name
 	if _, ok := s.repos[strings.ToLower(full)]; ok {
 		s.tb.Fatalf("githubtest: repository %s already exists", full)
+		return RepoInfo{}
 	}
 	for _, r := range s.repos {
 		if r.id == id {
 			s.tb.Fatalf("githubtest: repository ID %d already used by %s", id, r.fullName())
+			return RepoInfo{}
 		}
 	}
 	if !validRefName("refs/heads/" + defaultBranch) {
 		s.tb.Fatalf("githubtest: %q is not a valid branch name", defaultBranch)
+		return RepoInfo{}
 	}
+	r := s.newRepo(owner, name, id, defaultBranch, allowDrafts)
+	head := r.refs["refs/heads/"+defaultBranch]
+	return RepoInfo{ID: id, FullName: full, DefaultBranch: defaultBranch, HeadSHA: head, TreeSHA: r.commits[head].tree}
+}
+
+// newRepo creates and registers repository owner/name holding one initial
+// commit (a README.md) on defaultBranch. s.mu is held; the caller has
+// checked the name, ID and branch are free and valid.
+func (s *Server) newRepo(owner, name string, id int64, defaultBranch string, allowDrafts bool) *repo {
 	now := time.Now().UTC()
 	r := &repo{
 		id: id, owner: owner, name: name, defaultBranch: defaultBranch, allowDrafts: allowDrafts, createdAt: now,
@@ -156,11 +168,26 @@ func (s *Server) AddRepo(owner, name string, id int64, defaultBranch string, all
 	blob := r.putBlob([]byte("# " + name + "\n"))
 	tree := r.putTree([]treeEntry{{path: "README.md", mode: "100644", typ: "blob", sha: blob, size: len(name) + 3}})
 	who := person{name: "Octo Cat", email: "octocat@example.com", date: now}
-	head := r.putCommit(&commitObj{message: "Initial commit", tree: tree, author: who, committer: who})
-	r.refs["refs/heads/"+defaultBranch] = head
-	s.repos[strings.ToLower(full)] = r
+	r.refs["refs/heads/"+defaultBranch] = r.putCommit(&commitObj{message: "Initial commit", tree: tree, author: who, committer: who})
+	s.repos[strings.ToLower(r.fullName())] = r
 	s.accountID(owner)
-	return RepoInfo{ID: id, FullName: full, DefaultBranch: defaultBranch, HeadSHA: head, TreeSHA: tree}
+	return r
+}
+
+// autoBranch creates branch in r on the default branch's head when
+// WithAutoCreate's isBase accepts it and Git allows it, and reports whether
+// the branch exists now. s.mu is held.
+func (s *Server) autoBranch(r *repo, branch string) bool {
+	ref := "refs/heads/" + branch
+	if _, ok := r.refs[ref]; ok {
+		return true
+	}
+	if !s.cfg.autoCreate || s.cfg.autoBranch == nil || !s.cfg.autoBranch(branch) ||
+		!validRefName(ref) || r.refConflict(ref) != "" {
+		return false
+	}
+	r.refs[ref] = r.refs["refs/heads/"+r.defaultBranch]
+	return true
 }
 
 // Push adds an empty commit with message on top of branch in repo (creating
@@ -282,6 +309,9 @@ func (s *Server) handleGetRef(c *call) response {
 		return c.notFound()
 	}
 	ref := "refs/" + name
+	if branch, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+		s.autoBranch(c.repo, branch)
+	}
 	sha, ok := c.repo.refs[ref]
 	if !ok {
 		return c.notFound()

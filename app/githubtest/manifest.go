@@ -100,10 +100,12 @@ func (s *Server) AddManifestCodeFor(code string, manifest []byte) ManifestApp {
 	defer s.mu.Unlock()
 	if _, ok := s.manifestCodes[code]; ok {
 		s.tb.Fatalf("githubtest: manifest code %q already registered", code)
+		return ManifestApp{}
 	}
 	a, err := s.newApp(s.newID(), slugify(name), name, "octo-org", perms, events)
 	if err != nil {
-		s.tb.Fatal(err)
+		s.tb.Fatalf("githubtest: generate the App key: %v", err)
+		return ManifestApp{}
 	}
 	mc := &manifestCode{app: a}
 	mc.externalURL, _ = m["url"].(string)

@@ -106,6 +106,7 @@ func (s *Server) handleCreatePull(c *call) response {
 		c.violatef("create pull: head %q names another owner's fork; the fake has no forks", str(c.json, "head"))
 		return c.validationFailed(fieldError{Resource: "PullRequest", Field: "head", Code: "invalid"})
 	}
+	s.autoBranch(r, base)
 	baseSHA, ok := r.refs["refs/heads/"+base]
 	if !ok {
 		c.violatef("create pull: base branch %q does not exist in %s", base, r.fullName())

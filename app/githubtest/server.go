@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -80,6 +79,8 @@ type config struct {
 	htmlURL          string
 	latency          time.Duration
 	keyBits          int
+	autoCreate       bool
+	autoBranch       func(branch string) bool // nil: no branch but the default one
 }
 
 // WithApp sets the App's ID and slug (defaults DefaultAppID, DefaultSlug).
@@ -118,7 +119,31 @@ func WithHTMLURL(base string) Option {
 // concurrent clients.
 func WithLatency(d time.Duration) Option { return func(c *config) { c.latency = d } }
 
-// Server is a running fake GitHub. Create it with New.
+// AutoDefaultBranch is the default branch of a repository WithAutoCreate
+// creates.
+const AutoDefaultBranch = "main"
+
+// WithAutoCreate makes the fake stand in for a GitHub on which the App is
+// installed everywhere, so a client can run against it with no set-up
+// (gitlease dev's dry run): a token is issued for any installation ID (the
+// installation is created, on every repository, with the default
+// permissions), and a repository a request names is created on first use
+// with default branch AutoDefaultBranch holding one initial commit.
+//
+// A branch a request reads (GET git/ref/heads/x) or names as a pull
+// request's base that the repository lacks is created on the default
+// branch's head when isBase(branch) reports true: those are the branches
+// that exist on a real repository before the client comes (its base
+// branches), unlike those the client creates itself, which must stay absent
+// until it does. A nil isBase creates no branch but the default one.
+// Everything else stays strict.
+func WithAutoCreate(isBase func(branch string) bool) Option {
+	return func(c *config) { c.autoCreate, c.autoBranch = true, isBase }
+}
+
+// Server is a fake GitHub. New starts one on a loopback listener for a
+// test; NewHandler makes one that serves only through ServeHTTP and
+// Transport. Server is an http.Handler serving the API at its root.
 type Server struct {
 	// AppID is the ID of the fake's GitHub App, the JWT issuer it accepts.
 	AppID int64
@@ -132,9 +157,10 @@ type Server struct {
 	// PrivateKey is the parsed PrivateKeyPEM.
 	PrivateKey *rsa.PrivateKey
 
-	tb    testing.TB
+	tb    Reporter
 	cfg   config
-	srv   *httptest.Server
+	srv   *httptest.Server // nil for NewHandler's
+	base  string           // the API base URL without a trailing slash
 	mux   *http.ServeMux
 	ops   map[string]*operation
 	start time.Time
@@ -157,11 +183,64 @@ type Server struct {
 	reqSeq        int64
 }
 
-// New starts a fake GitHub and registers its shutdown with tb.Cleanup. It
-// generates the App's RSA key; add repositories with AddRepo and
-// installations with AddInstallation before pointing a client at URL.
-func New(tb testing.TB, opts ...Option) *Server {
+// Reporter receives the fake's violations (Errorf) and the misuse of its
+// set-up methods (Fatalf), the way testing.TB does; testing.TB satisfies
+// it. Outside tests, LogReporter logs them instead.
+type Reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// TB is the part of testing.TB that New uses: a Reporter that also runs
+// clean-ups. It is an interface, not testing.TB itself, so that a binary
+// linking this package (gitlease dev) does not link package testing.
+type TB interface {
+	Reporter
+	Cleanup(func())
+}
+
+// HandlerURL is the API base URL of a server made by NewHandler: the URLs
+// in its answers (pagination links, url fields) start with it. The
+// .invalid top-level domain never resolves (RFC 2606), so a request that
+// bypasses Transport fails instead of reaching anyone.
+const HandlerURL = "https://api.github.invalid/"
+
+// New starts a fake GitHub on a loopback listener and registers its
+// shutdown with tb.Cleanup. It generates the App's RSA key; add
+// repositories with AddRepo and installations with AddInstallation before
+// pointing a client at URL.
+func New(tb TB, opts ...Option) *Server {
 	tb.Helper()
+	s, err := newServer(tb, opts)
+	if err != nil {
+		tb.Fatalf("%v", err)
+		return nil
+	}
+	// The listener exists before the server starts, so base is set before
+	// any request can arrive.
+	s.srv = httptest.NewUnstartedServer(s)
+	s.base = "http://" + s.srv.Listener.Addr().String()
+	s.srv.Start()
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// NewHandler returns a fake GitHub that listens nowhere: it answers
+// through ServeHTTP and Transport, at HandlerURL. Violations go to r
+// instead of failing a test. It returns an error when the App's key cannot
+// be generated.
+func NewHandler(r Reporter, opts ...Option) (*Server, error) {
+	s, err := newServer(r, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.base = strings.TrimSuffix(HandlerURL, "/")
+	return s, nil
+}
+
+// newServer builds the fake's state and routes, serving nothing yet.
+func newServer(r Reporter, opts []Option) (*Server, error) {
 	cfg := config{
 		appID: DefaultAppID, slug: DefaultSlug, tokenTTL: time.Hour,
 		rateLimit: 5000, rateWindow: time.Hour, htmlURL: "https://github.com", keyBits: 2048,
@@ -171,11 +250,11 @@ func New(tb testing.TB, opts ...Option) *Server {
 	}
 	ops, err := loadOperations()
 	if err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("githubtest: %w", err)
 	}
 	s := &Server{
 		AppID: cfg.appID, Slug: cfg.slug,
-		tb: tb, cfg: cfg, ops: ops, start: time.Now(),
+		tb: r, cfg: cfg, ops: ops, start: time.Now(),
 		apps: map[int64]*app{}, installations: map[int64]*installation{}, tokens: map[string]*token{},
 		repos: map[string]*repo{}, owners: map[string]int64{}, checkRuns: map[int64]*checkRun{},
 		manifestCodes: map[string]*manifestCode{}, counts: map[Kind]int{}, rate: map[string]*rateBucket{},
@@ -183,7 +262,7 @@ func New(tb testing.TB, opts ...Option) *Server {
 	}
 	a, err := s.newApp(cfg.appID, cfg.slug, "gitlease (test)", "octo-org", defaultPermissions(), defaultEvents())
 	if err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("githubtest: generate the App key: %w", err)
 	}
 	s.apps[a.id] = a
 	s.ClientID, s.PrivateKeyPEM, s.PrivateKey = a.clientID, a.pem, a.key
@@ -191,7 +270,7 @@ func New(tb testing.TB, opts ...Option) *Server {
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
 		if _, ok := s.ops[rt.op]; !ok {
-			tb.Fatalf("githubtest: route %s has no operation %q in openapi/requests.json", rt.pattern, rt.op)
+			return nil, fmt.Errorf("githubtest: route %s has no operation %q in openapi/requests.json", rt.pattern, rt.op)
 		}
 		s.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 			if rt.match != nil && !rt.match(r) {
@@ -202,23 +281,28 @@ func New(tb testing.TB, opts ...Option) *Server {
 		})
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, nil) })
-	s.srv = httptest.NewServer(s.mux)
-	tb.Cleanup(s.srv.Close)
-	return s
+	return s, nil
 }
+
+// ServeHTTP answers one API request as GitHub would, from s's state.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // URL returns the API base URL with a trailing slash, for go-github's
 // BaseURL and GITHUB_API_URL. (ghinstallation's Transport.BaseURL wants it
 // without the slash: see BaseURL.)
-func (s *Server) URL() string { return s.srv.URL + "/" }
+func (s *Server) URL() string { return s.base + "/" }
 
 // BaseURL returns the API base URL without a trailing slash, the form
 // ghinstallation's Transport.BaseURL and AppsTransport.BaseURL expect.
-func (s *Server) BaseURL() string { return s.srv.URL }
+func (s *Server) BaseURL() string { return s.base }
 
-// Close shuts the server down early (it is closed at cleanup anyway), to
-// simulate GitHub being unreachable.
-func (s *Server) Close() { s.srv.Close() }
+// Close shuts the listener down early (it is closed at cleanup anyway), to
+// simulate GitHub being unreachable. It does nothing for NewHandler's.
+func (s *Server) Close() {
+	if s.srv != nil {
+		s.srv.Close()
+	}
+}
 
 func (s *Server) newApp(id int64, slug, name, owner string, perms map[string]string, events []string) (*app, error) {
 	key, err := rsa.GenerateKey(rand.Reader, s.cfg.keyBits)
@@ -320,14 +404,6 @@ func (c *call) validationFailed(errs ...fieldError) response {
 // invalid answers GitHub's 422 for a request its schema validation rejects.
 func (c *call) invalid(probs ...string) response {
 	return c.fail(http.StatusUnprocessableEntity, invalidRequest(probs))
-}
-
-// bufWriter buffers a response so it can be recorded (and, for a lost
-// response, discarded).
-type bufWriter struct {
-	h      http.Header
-	status int
-	buf    bytes.Buffer
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
@@ -538,7 +614,7 @@ func (s *Server) rateHeaders(h http.Header, identity string, now time.Time, res 
 func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func (s *Server) apiURL(format string, args ...any) string {
-	return s.srv.URL + "/" + strings.TrimPrefix(fmt.Sprintf(format, args...), "/")
+	return s.base + "/" + strings.TrimPrefix(fmt.Sprintf(format, args...), "/")
 }
 
 func (s *Server) htmlURL(format string, args ...any) string {
@@ -609,7 +685,7 @@ func (c *call) page(n int) (lo, hi int, link string) {
 		q2 := c.r.URL.Query()
 		q2.Set("page", strconv.Itoa(p))
 		q2.Set("per_page", strconv.Itoa(per))
-		links = append(links, fmt.Sprintf("<%s%s?%s>; rel=%q", c.s.srv.URL, c.r.URL.Path, q2.Encode(), rel))
+		links = append(links, fmt.Sprintf("<%s%s?%s>; rel=%q", c.s.base, c.r.URL.Path, q2.Encode(), rel))
 	}
 	if pg < last {
 		mk(pg+1, "next")

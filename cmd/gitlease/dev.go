@@ -134,8 +134,9 @@ const (
 	// githubOutboxOnly (serve): no GitHub calls; writes wait in the outbox,
 	// visible and not lost, until credentials are configured.
 	githubOutboxOnly githubFallback = iota
-	// githubDryRun (dev): the dry-run recorder stands in for GitHub, so the
-	// whole flow runs locally and each write is logged instead of sent.
+	// githubDryRun (dev): the strict fake GitHub, auto-creating what calls
+	// name, stands in for GitHub, so the whole flow runs locally and each
+	// write is logged instead of sent.
 	githubDryRun
 )
 
@@ -148,14 +149,20 @@ func hasGitHubCredentials(cfg config) bool {
 
 // githubInstallations is serve's GitHub client factory: the App's own when
 // credentials are configured; else, with githubDryRun, one talking to a
-// fresh dry-run recorder (through transport, so its calls are counted like
-// real ones); else nil.
+// fresh in-process fake GitHub (through transport, so its calls are counted
+// like real ones; see newDevGitHub); else nil.
 func githubInstallations(cfg config, fallback githubFallback, transport func(http.RoundTripper) http.RoundTripper, logger *slog.Logger) (*github.Installations, error) {
 	if fallback != githubDryRun || hasGitHubCredentials(cfg) {
 		return githubFromConfig(cfg, transport(nil), logger)
 	}
-	// The dry run moves onto the one fake GitHub (app/githubtest) in the next step.
-	return githubFromConfig(cfg, transport(nil), logger)
+	// The fake itself (what it recorded) is for the dashboard, once there
+	// is one to show it.
+	gh, _, err := newDevGitHub(cfg, transport, logger)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("no GitHub App credentials: GitHub calls go to an in-process fake GitHub, which logs what it would send (msg \"dry-run GitHub call\")")
+	return gh, nil
 }
 
 // setUpDevPostgres brings the state directory's PostgreSQL to the point
@@ -812,7 +819,7 @@ func printDevBanner(w io.Writer, addr, secret, token string, pg *localPG, dryRun
 	}
 	ghNote := "the GitHub App configured in the environment"
 	if dryRun {
-		ghNote = "dry run: no App credentials, so GitHub calls go to the dry-run recorder,\n                  which logs each one (\"dry-run GitHub call\" on stderr) and sends nothing"
+		ghNote = "dry run: no App credentials, so GitHub calls go to an in-process fake GitHub\n                  (the tests' strict one, creating the repositories they name), which logs\n                  each one (\"dry-run GitHub call\" on stderr) and sends nothing"
 	}
 	fmt.Fprintf(w, `
 gitlease dev is ready.

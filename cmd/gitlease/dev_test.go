@@ -88,7 +88,7 @@ func TestDev(t *testing.T) {
 	}
 	waitReady(t, base+"/readyz", 60*time.Second)
 
-	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, "gitlease deliver --event issues --secret ", "dry-run recorder"} {
+	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, "gitlease deliver --event issues --secret ", "in-process fake GitHub"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dev output lacks %q", want)
 		}
@@ -148,7 +148,7 @@ func TestDev(t *testing.T) {
 
 	// The whole flow without GitHub credentials: a signed delivery of the
 	// sample payload becomes an item, the built-in worker leases it, and the
-	// dry-run recorder logs the branch, pull request and check run that
+	// fake GitHub logs the branch, pull request and check run that
 	// would be created.
 	entryID := deliverSample(t, bin, base, state.WebhookSecret)
 	const repo = "/repos/octocat/Hello-World"
