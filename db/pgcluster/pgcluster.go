@@ -56,6 +56,12 @@ const (
 	pgWaitSeconds = "60"
 )
 
+// ErrNotWritable is returned by New (and StartTemp), wrapped with the data
+// directory's path and advice, when the process is root and the postgres OS
+// user, who runs the server, cannot write the data directory: usually a
+// parent directory it cannot search, such as /root.
+var ErrNotWritable = errors.New("PostgreSQL runs as the postgres OS user when the process runs as root, and that user cannot write")
+
 // Config says where a cluster lives and how its server runs.
 type Config struct {
 	// BinDir is the directory holding initdb and pg_ctl. Empty means
@@ -111,10 +117,10 @@ type Cluster struct {
 // DataDir others can read, creates LogFile, and, when the process is root,
 // gives them to the postgres OS user. It starts nothing. logger may be nil.
 //
-// It returns ErrNoBinaries when no binaries are found, and an error when
-// DataDir is empty, when running as root without a postgres OS user, or
-// when that user cannot write DataDir (a parent directory it cannot
-// search, such as /root).
+// It returns ErrNoBinaries when no binaries are found, ErrNotWritable when
+// the postgres OS user cannot write DataDir, and an error when DataDir is
+// empty, when running as root without a postgres OS user, or when a
+// directory cannot be created or given away.
 func New(ctx context.Context, logger *slog.Logger, cfg Config) (*Cluster, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("set up postgres cluster: no data directory given")
@@ -175,7 +181,7 @@ func New(ctx context.Context, logger *slog.Logger, cfg Config) (*Cluster, error)
 		// directory such as /root usually is not; say so plainly instead of
 		// letting initdb fail with "permission denied" half-way.
 		if err := c.command(ctx, "test", "-w", cfg.DataDir).Run(); err != nil {
-			return nil, fmt.Errorf("PostgreSQL runs as the postgres OS user when the process runs as root, and that user cannot write %s: make its parent directories searchable by others (chmod o+x), or put the cluster elsewhere", cfg.DataDir)
+			return nil, fmt.Errorf("%w %s: make its parent directories searchable by others (chmod o+x), or put the cluster elsewhere", ErrNotWritable, cfg.DataDir)
 		}
 	}
 	return c, nil

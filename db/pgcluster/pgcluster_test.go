@@ -238,7 +238,7 @@ func TestNewUnreachableAsRoot(t *testing.T) {
 	}
 	// t.TempDir's parents are 0700 root: postgres cannot search them.
 	_, err := New(context.Background(), nil, Config{BinDir: testBinDir(), DataDir: filepath.Join(t.TempDir(), "pgdata")})
-	if err == nil || !strings.Contains(err.Error(), "that user cannot write") {
-		t.Fatalf("New in t.TempDir as root = %v, want the \"that user cannot write\" error", err)
+	if !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("New in t.TempDir as root = %v, want ErrNotWritable", err)
 	}
 }
