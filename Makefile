@@ -48,7 +48,7 @@ bench:
 # restarted under load, GitHub failing 30% of calls); `make test` runs their
 # short versions. See docs/chaos.md.
 chaos:
-	scripts/with-postgres env GITLEASE_CHAOS_LONG=1 $(GO) test -count=1 -timeout 30m -v ./chaos/
+	scripts/with-postgres env GITLEASE_CHAOS_LONG=1 $(GO) test -count=1 -timeout 30m -v ./cmd/gitlease/chaos/
 
 # fuzz: each Fuzz* target in turn, FUZZTIME each (go test -fuzz takes one
 # target at a time). Example: make fuzz FUZZTIME=1m

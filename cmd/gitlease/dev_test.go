@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gitlease/gitlease/db/pgcluster"
 )
 
 // TestDev runs the real binary's `dev` command in a fresh directory, the
@@ -24,7 +26,7 @@ import (
 // and /rpc with the token it remembers in .gitlease/dev.json, exit 0 on
 // Ctrl-C (SIGINT), and leave no PostgreSQL it started behind.
 func TestDev(t *testing.T) {
-	if _, err := findPGBinDir(); err != nil {
+	if _, err := pgcluster.FindBinDir(context.Background(), os.Getenv("GITLEASE_PG_BINDIR")); err != nil {
 		t.Fatalf("gitlease dev needs the PostgreSQL server binaries on this machine: %v", err)
 	}
 	bin := buildGitlease(t)
@@ -70,7 +72,7 @@ func TestDev(t *testing.T) {
 			cmd.Process.Kill()
 			<-done
 		}
-		if pid := postmasterPID(pgdata); pid > 0 && syscall.Kill(pid, 0) == nil {
+		if pid := pgcluster.PostmasterPID(pgdata); pid > 0 && syscall.Kill(pid, 0) == nil {
 			syscall.Kill(pid, syscall.SIGQUIT)
 		}
 		if t.Failed() {

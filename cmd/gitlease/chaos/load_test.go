@@ -45,7 +45,7 @@ func (d delivery) QualifiedID() string {
 // readFixture decodes a testdata payload, numbers kept as json.Number.
 func readFixture(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "payloads", name))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "payloads", name))
 	if err != nil {
 		t.Fatal(err)
 	}
