@@ -1,6 +1,6 @@
 // Package gitlease holds the files at the root of the repository that the
 // binary embeds. It exists only because go:embed cannot reach outside a
-// package's directory, and manifest.yml belongs at the root (SPEC §2, §9);
+// package's directory, and manifest.yml belongs at the root (docs/deploy.md);
 // the code lives in cmd/, app/, webhook/, queue/ and db/.
 package gitlease
 

@@ -27,7 +27,7 @@ type configError struct {
 
 func (e *configError) Error() string { return e.Setting + ": " + e.Problem }
 
-// config is every setting of SPEC §3, read once from the environment and,
+// config is every setting of docs/configuration.md, read once from the environment and,
 // for serve, from flags of the same name.
 type config struct {
 	DatabaseURL    string

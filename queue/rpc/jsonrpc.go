@@ -17,7 +17,7 @@ type response struct {
 
 var nullID = json.RawMessage("null")
 
-// MaxBatch is the most requests one HTTP JSON-RPC batch may hold (SPEC §5).
+// MaxBatch is the most requests one HTTP JSON-RPC batch may hold (docs/http.md).
 // A longer batch is refused whole with a single -32600 response; none of
 // its calls run.
 const MaxBatch = 100
