@@ -159,13 +159,10 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, 
 		}
 		return res, err
 	}
-	err = s.retryOnConflict(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = s.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, _ int) (bool, error) {
 		res, err = s.enqueue(ctx, tx, pe)
-		return err
+		return res.Enqueued, err
 	})
-	if err == nil && res.Enqueued {
-		s.cfg.OnPending()
-	}
 	return res, err
 }
 
@@ -173,8 +170,8 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, 
 // record its own rows in the same commit. A typed rejection leaves tx
 // usable. A lost race with a concurrent writer aborts tx and returns an
 // error for which IsRetryable is true: the caller runs its transaction
-// again, which then answers from the winner. The caller calls NotifyPending
-// after committing a created item.
+// again, which then answers from the winner: run tx with RunTx, which does
+// that and wakes idle workers after committing a created item.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ EnqueueResult, err error) {
 	defer s.timed("enqueue", time.Now(), &err)
 	pe, err := prepareEnqueue(p)

@@ -339,59 +339,54 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	defer cancel()
 	f := a.decision.Facts
 	var res Result
-	var err error
-	// A lost race on a queue index aborts the transaction; running it again
-	// answers from the winner (a replay or a collision).
-	for attempt := 0; attempt == 0 || (queue.IsRetryable(err) && attempt < 6); attempt++ {
-		err = h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
-				DeliveryID:     a.deliveryID,
-				Event:          a.event,
-				Action:         f.Action,
-				InstallationID: f.InstallationID,
-				RepositoryID:   f.RepositoryID,
-				Repository:     f.Repository,
-				Sender:         f.Sender,
-				SecretIndex:    int32(a.secretIndex),
-				BodySha256:     a.bodySHA256,
-				Now:            h.cfg.Now().UTC(),
-			})
-			if err != nil {
-				return fmt.Errorf("record delivery: %w", err)
-			}
-			if !row.Inserted {
-				res = redelivery(row, a)
-			} else {
-				var stored Outcome
-				res, stored, err = h.act(ctx, tx, a, attempt == 0)
-				if err != nil {
-					return err
-				}
-				if err := h.q.DeliverySetOutcome(ctx, tx, dbq.DeliverySetOutcomeParams{
-					DeliveryID:  a.deliveryID,
-					Outcome:     string(stored),
-					Reason:      optional(res.Reason),
-					EntryID:     parseEntryID(res.EntryID),
-					QualifiedID: optional(res.QualifiedID),
-					Generation:  generationParam(res.Generation),
-				}); err != nil {
-					return fmt.Errorf("store delivery outcome: %w", err)
-				}
-			}
-			if h.cfg.OnOutcome != nil {
-				if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
-					return fmt.Errorf("act on delivery outcome: %w", err)
-				}
-			}
-			return nil
+	// A lost race on a queue index aborts the transaction; RunTx runs it
+	// again, and the re-run answers from the winner (a replay or a
+	// collision). It wakes idle workers after committing a new item.
+	err := h.store.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, attempt int) (bool, error) {
+		row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
+			DeliveryID:     a.deliveryID,
+			Event:          a.event,
+			Action:         f.Action,
+			InstallationID: f.InstallationID,
+			RepositoryID:   f.RepositoryID,
+			Repository:     f.Repository,
+			Sender:         f.Sender,
+			SecretIndex:    int32(a.secretIndex),
+			BodySha256:     a.bodySHA256,
+			Now:            h.cfg.Now().UTC(),
 		})
-	}
+		if err != nil {
+			return false, fmt.Errorf("record delivery: %w", err)
+		}
+		if !row.Inserted {
+			res = redelivery(row, a)
+		} else {
+			var stored Outcome
+			res, stored, err = h.act(ctx, tx, a, attempt == 0)
+			if err != nil {
+				return false, err
+			}
+			if err := h.q.DeliverySetOutcome(ctx, tx, dbq.DeliverySetOutcomeParams{
+				DeliveryID:  a.deliveryID,
+				Outcome:     string(stored),
+				Reason:      optional(res.Reason),
+				EntryID:     parseEntryID(res.EntryID),
+				QualifiedID: optional(res.QualifiedID),
+				Generation:  generationParam(res.Generation),
+			}); err != nil {
+				return false, fmt.Errorf("store delivery outcome: %w", err)
+			}
+		}
+		if h.cfg.OnOutcome != nil {
+			if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
+				return false, fmt.Errorf("act on delivery outcome: %w", err)
+			}
+		}
+		return res.Outcome == OutcomeEnqueued, nil
+	})
 	var rb *rollbackError
 	if errors.As(err, &rb) {
 		return rb.res, nil
-	}
-	if err == nil && res.Outcome == OutcomeEnqueued {
-		h.store.NotifyPending() // committed: wake idle workers
 	}
 	return res, err
 }
