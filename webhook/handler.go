@@ -343,39 +343,36 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	// again, and the re-run answers from the winner (a replay or a
 	// collision). It wakes idle workers after committing a new item.
 	err := h.store.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, attempt int) (bool, error) {
-		row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
-			DeliveryID:     a.deliveryID,
-			Event:          a.event,
-			Action:         f.Action,
-			InstallationID: f.InstallationID,
-			RepositoryID:   f.RepositoryID,
-			Repository:     f.Repository,
-			Sender:         f.Sender,
-			SecretIndex:    int32(a.secretIndex),
-			BodySha256:     a.bodySHA256,
-			Now:            h.cfg.Now().UTC(),
-		})
-		if err != nil {
-			return false, fmt.Errorf("record delivery: %w", err)
-		}
-		if !row.Inserted {
-			res = redelivery(row, a)
-		} else {
+		var err error
+		if attempt == 0 {
+			// The fast path: a first arrival is acted on, then recorded with
+			// its outcome in one write. A redelivery, a replay or a collision
+			// violates a unique index and lands in the full path below.
 			var stored Outcome
-			res, stored, err = h.act(ctx, tx, a, attempt == 0)
-			if err != nil {
+			if res, stored, err = h.act(ctx, tx, a, true); err != nil {
 				return false, err
 			}
-			if err := h.q.DeliverySetOutcome(ctx, tx, dbq.DeliverySetOutcomeParams{
-				DeliveryID:  a.deliveryID,
-				Outcome:     string(stored),
-				Reason:      optional(res.Reason),
-				EntryID:     parseEntryID(res.EntryID),
-				QualifiedID: optional(res.QualifiedID),
-				Generation:  generationParam(res.Generation),
+			if err := h.q.DeliveryInsertDecided(ctx, tx, dbq.DeliveryInsertDecidedParams{
+				DeliveryID:     a.deliveryID,
+				Event:          a.event,
+				Action:         f.Action,
+				InstallationID: f.InstallationID,
+				RepositoryID:   f.RepositoryID,
+				Repository:     f.Repository,
+				Sender:         f.Sender,
+				SecretIndex:    int32(a.secretIndex),
+				BodySha256:     a.bodySHA256,
+				Now:            h.cfg.Now().UTC(),
+				Outcome:        string(stored),
+				Reason:         optional(res.Reason),
+				EntryID:        parseEntryID(res.EntryID),
+				QualifiedID:    optional(res.QualifiedID),
+				Generation:     generationParam(res.Generation),
 			}); err != nil {
-				return false, fmt.Errorf("store delivery outcome: %w", err)
+				return false, fmt.Errorf("record delivery: %w", err)
 			}
+		} else if res, err = h.recordFull(ctx, tx, a); err != nil {
+			return false, err
 		}
 		if h.cfg.OnOutcome != nil {
 			if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
@@ -389,6 +386,45 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 		return rb.res, nil
 	}
 	return res, err
+}
+
+// recordFull records the arrival first, then acts on a first arrival or
+// answers a redelivery from the stored row, with the queue's lookups.
+func (h *Handler) recordFull(ctx context.Context, tx pgx.Tx, a arrival) (Result, error) {
+	f := a.decision.Facts
+	row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
+		DeliveryID:     a.deliveryID,
+		Event:          a.event,
+		Action:         f.Action,
+		InstallationID: f.InstallationID,
+		RepositoryID:   f.RepositoryID,
+		Repository:     f.Repository,
+		Sender:         f.Sender,
+		SecretIndex:    int32(a.secretIndex),
+		BodySha256:     a.bodySHA256,
+		Now:            h.cfg.Now().UTC(),
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("record delivery: %w", err)
+	}
+	if !row.Inserted {
+		return redelivery(row, a), nil
+	}
+	res, stored, err := h.act(ctx, tx, a, false)
+	if err != nil {
+		return res, err
+	}
+	if err := h.q.DeliverySetOutcome(ctx, tx, dbq.DeliverySetOutcomeParams{
+		DeliveryID:  a.deliveryID,
+		Outcome:     string(stored),
+		Reason:      optional(res.Reason),
+		EntryID:     parseEntryID(res.EntryID),
+		QualifiedID: optional(res.QualifiedID),
+		Generation:  generationParam(res.Generation),
+	}); err != nil {
+		return res, fmt.Errorf("store delivery outcome: %w", err)
+	}
+	return res, nil
 }
 
 // redelivery answers an arrival whose delivery ID was recorded before.

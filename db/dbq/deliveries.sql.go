@@ -41,6 +41,62 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, deliveryID string) (
 	return i, err
 }
 
+const deliveryInsertDecided = `-- name: DeliveryInsertDecided :exec
+INSERT INTO deliveries (
+    delivery_id, event, action, installation_id, repository_id, repository, sender,
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, reason, entry_id, qualified_id, generation
+) VALUES (
+    $1, $2, $3, $4, $5,
+    $6, $7, $8, $9, $10::timestamptz, $10::timestamptz,
+    $11, $12, $13, $14, $15
+)
+`
+
+type DeliveryInsertDecidedParams struct {
+	DeliveryID     string
+	Event          string
+	Action         *string
+	InstallationID *int64
+	RepositoryID   *int64
+	Repository     *string
+	Sender         *string
+	SecretIndex    int32
+	BodySha256     string
+	Now            time.Time
+	Outcome        string
+	Reason         *string
+	EntryID        *uuid.UUID
+	QualifiedID    *string
+	Generation     *int64
+}
+
+// Records a first arrival together with its outcome, in one write: the
+// intake's fast path, which acts before it records. A delivery ID recorded
+// before violates the primary key (after waiting for a concurrent first
+// arrival to commit), which aborts the transaction; the intake then runs it
+// again with DeliveryRecord, which answers the redelivery.
+func (q *Queries) DeliveryInsertDecided(ctx context.Context, db DBTX, arg DeliveryInsertDecidedParams) error {
+	_, err := db.Exec(ctx, deliveryInsertDecided,
+		arg.DeliveryID,
+		arg.Event,
+		arg.Action,
+		arg.InstallationID,
+		arg.RepositoryID,
+		arg.Repository,
+		arg.Sender,
+		arg.SecretIndex,
+		arg.BodySha256,
+		arg.Now,
+		arg.Outcome,
+		arg.Reason,
+		arg.EntryID,
+		arg.QualifiedID,
+		arg.Generation,
+	)
+	return err
+}
+
 const deliveryPrune = `-- name: DeliveryPrune :execrows
 DELETE FROM deliveries
 WHERE delivery_id IN (

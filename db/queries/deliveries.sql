@@ -13,6 +13,22 @@ ON CONFLICT (delivery_id) DO UPDATE
     SET attempts = deliveries.attempts + 1, last_received_at = EXCLUDED.last_received_at
 RETURNING *, (xmax = 0) AS inserted;
 
+-- name: DeliveryInsertDecided :exec
+-- Records a first arrival together with its outcome, in one write: the
+-- intake's fast path, which acts before it records. A delivery ID recorded
+-- before violates the primary key (after waiting for a concurrent first
+-- arrival to commit), which aborts the transaction; the intake then runs it
+-- again with DeliveryRecord, which answers the redelivery.
+INSERT INTO deliveries (
+    delivery_id, event, action, installation_id, repository_id, repository, sender,
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, reason, entry_id, qualified_id, generation
+) VALUES (
+    @delivery_id, @event, sqlc.narg('action'), sqlc.narg('installation_id'), sqlc.narg('repository_id'),
+    sqlc.narg('repository'), sqlc.narg('sender'), @secret_index, @body_sha256, @now::timestamptz, @now::timestamptz,
+    @outcome, sqlc.narg('reason'), sqlc.narg('entry_id'), sqlc.narg('qualified_id'), sqlc.narg('generation')
+);
+
 -- name: DeliverySetOutcome :exec
 UPDATE deliveries
 SET outcome = @outcome, reason = sqlc.narg('reason'), entry_id = sqlc.narg('entry_id'),
