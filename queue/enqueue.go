@@ -228,7 +228,14 @@ func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueuePar
 // IsRetryable reports whether err is a lost race on one of the queue's
 // unique indexes (or with a legacy item of the subject), after which running
 // the transaction again succeeds or answers from the winner.
-func IsRetryable(err error) bool { return isUniqueViolation(err) || errors.Is(err, errLegacyBlocker) }
+func IsRetryable(err error) bool {
+	return isUniqueViolation(err) || errors.Is(err, errLegacyBlocker) || errors.Is(err, ErrRetry)
+}
+
+// ErrRetry is what a RunTx body returns (or wraps) when it found, from
+// inside the transaction, that it raced with a concurrent writer and must
+// start over: RunTx rolls back and runs it again.
+var ErrRetry = errors.New("transaction lost a race: run it again")
 
 // errLegacyBlocker: the insert found a pending or held legacy item of the
 // subject that the lookups had not seen; the full path answers it.

@@ -337,7 +337,6 @@ func (e *rollbackError) Error() string { return "rolled back: " + string(e.res.O
 func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	f := a.decision.Facts
 	var res Result
 	// A lost race on a queue index aborts the transaction; RunTx runs it
 	// again, and the re-run answers from the winner (a replay or a
@@ -346,30 +345,19 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 		var err error
 		if attempt == 0 {
 			// The fast path: a first arrival is acted on, then recorded with
-			// its outcome in one write. A redelivery, a replay or a collision
-			// violates a unique index and lands in the full path below.
+			// its outcome in one write. A replay or a collision violates a
+			// unique index, a redelivery finds its row: either starts over in
+			// the full path below.
 			var stored Outcome
 			if res, stored, err = h.act(ctx, tx, a, true); err != nil {
 				return false, err
 			}
-			if err := h.q.DeliveryInsertDecided(ctx, tx, dbq.DeliveryInsertDecidedParams{
-				DeliveryID:     a.deliveryID,
-				Event:          a.event,
-				Action:         f.Action,
-				InstallationID: f.InstallationID,
-				RepositoryID:   f.RepositoryID,
-				Repository:     f.Repository,
-				Sender:         f.Sender,
-				SecretIndex:    int32(a.secretIndex),
-				BodySha256:     a.bodySHA256,
-				Now:            h.cfg.Now().UTC(),
-				Outcome:        string(stored),
-				Reason:         optional(res.Reason),
-				EntryID:        parseEntryID(res.EntryID),
-				QualifiedID:    optional(res.QualifiedID),
-				Generation:     generationParam(res.Generation),
-			}); err != nil {
+			row, err := h.q.DeliveryRecord(ctx, tx, h.recordParams(a, stored, res))
+			switch {
+			case err != nil:
 				return false, fmt.Errorf("record delivery: %w", err)
+			case !row.Inserted:
+				return false, fmt.Errorf("delivery %s was recorded before: %w", a.deliveryID, queue.ErrRetry)
 			}
 		} else if res, err = h.recordFull(ctx, tx, a); err != nil {
 			return false, err
@@ -388,11 +376,15 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	return res, err
 }
 
-// recordFull records the arrival first, then acts on a first arrival or
-// answers a redelivery from the stored row, with the queue's lookups.
-func (h *Handler) recordFull(ctx context.Context, tx pgx.Tx, a arrival) (Result, error) {
+// outcomeReceived is stored for a delivery recorded before it is acted on,
+// inside its transaction only.
+const outcomeReceived Outcome = "received"
+
+// recordParams is the delivery row of arrival a with outcome stored and the
+// item and reason of res.
+func (h *Handler) recordParams(a arrival, stored Outcome, res Result) dbq.DeliveryRecordParams {
 	f := a.decision.Facts
-	row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
+	return dbq.DeliveryRecordParams{
 		DeliveryID:     a.deliveryID,
 		Event:          a.event,
 		Action:         f.Action,
@@ -403,7 +395,18 @@ func (h *Handler) recordFull(ctx context.Context, tx pgx.Tx, a arrival) (Result,
 		SecretIndex:    int32(a.secretIndex),
 		BodySha256:     a.bodySHA256,
 		Now:            h.cfg.Now().UTC(),
-	})
+		Outcome:        string(stored),
+		Reason:         optional(res.Reason),
+		EntryID:        parseEntryID(res.EntryID),
+		QualifiedID:    optional(res.QualifiedID),
+		Generation:     generationParam(res.Generation),
+	}
+}
+
+// recordFull records the arrival first, then acts on a first arrival or
+// answers a redelivery from the stored row, with the queue's lookups.
+func (h *Handler) recordFull(ctx context.Context, tx pgx.Tx, a arrival) (Result, error) {
+	row, err := h.q.DeliveryRecord(ctx, tx, h.recordParams(a, outcomeReceived, Result{}))
 	if err != nil {
 		return Result{}, fmt.Errorf("record delivery: %w", err)
 	}
