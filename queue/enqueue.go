@@ -159,13 +159,10 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, 
 		}
 		return res, err
 	}
-	err = s.retryOnConflict(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = s.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, _ int) (bool, error) {
 		res, err = s.enqueue(ctx, tx, pe)
-		return err
+		return res.Enqueued, err
 	})
-	if err == nil && res.Enqueued {
-		s.cfg.OnPending()
-	}
 	return res, err
 }
 
@@ -173,8 +170,8 @@ func (s *Store) Enqueue(ctx context.Context, p EnqueueParams) (_ EnqueueResult, 
 // record its own rows in the same commit. A typed rejection leaves tx
 // usable. A lost race with a concurrent writer aborts tx and returns an
 // error for which IsRetryable is true: the caller runs its transaction
-// again, which then answers from the winner. The caller calls NotifyPending
-// after committing a created item.
+// again, which then answers from the winner: run tx with RunTx, which does
+// that and wakes idle workers after committing a created item.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ EnqueueResult, err error) {
 	defer s.timed("enqueue", time.Now(), &err)
 	pe, err := prepareEnqueue(p)
@@ -231,7 +228,14 @@ func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueuePar
 // IsRetryable reports whether err is a lost race on one of the queue's
 // unique indexes (or with a legacy item of the subject), after which running
 // the transaction again succeeds or answers from the winner.
-func IsRetryable(err error) bool { return isUniqueViolation(err) || errors.Is(err, errLegacyBlocker) }
+func IsRetryable(err error) bool {
+	return isUniqueViolation(err) || errors.Is(err, errLegacyBlocker) || errors.Is(err, ErrRetry)
+}
+
+// ErrRetry is what a RunTx body returns (or wraps) when it found, from
+// inside the transaction, that it raced with a concurrent writer and must
+// start over: RunTx rolls back and runs it again.
+var ErrRetry = errors.New("transaction lost a race: run it again")
 
 // errLegacyBlocker: the insert found a pending or held legacy item of the
 // subject that the lookups had not seen; the full path answers it.

@@ -34,6 +34,17 @@ import (
 // It returns an *InvalidError when d holds JSON the reference could not have
 // accepted (see CanonicalJSON), and a plain error when d cannot be encoded.
 func RequestHash(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSecs *uint64) (string, error) {
+	if canon, ok := canonicalRequest(d, r, runAt, expireAfterSecs); ok {
+		sum := sha256.Sum256(canon)
+		return hex.EncodeToString(sum[:]), nil
+	}
+	return requestHashSlow(d, r, runAt, expireAfterSecs)
+}
+
+// requestHashSlow is RequestHash by way of the wire form: encode the
+// dispatch, decode it into a map, encode and canonicalise the content. It
+// is the definition canonicalRequest must agree with.
+func requestHashSlow(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSecs *uint64) (string, error) {
 	d.RequestedAt = Timestamp{} // left out below; zeroed so it cannot fail to encode
 	raw, err := json.Marshal(d)
 	if err != nil {
@@ -79,6 +90,122 @@ func RequestHash(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSe
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// canonicalRequest writes the canonical JSON RequestHash hashes straight
+// from the Go values, without the encode-decode-encode detour (which cost a
+// fifth of serve's CPU per delivery with a 20 KB description). It covers
+// the common shape, a flat-form subject with no input, vars or actor, all
+// text valid UTF-8, and reports false for anything else, which
+// requestHashSlow then hashes. Keys are written in bytewise order.
+func canonicalRequest(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSecs *uint64) ([]byte, bool) {
+	sub := d.Subject
+	if sub == nil || len(d.Input) != 0 || len(d.Vars) != 0 || d.Actor != nil ||
+		asciiEqualFold(sub.Kind, KindTask) || asciiEqualFold(sub.Kind, KindRequirement) || asciiEqualFold(sub.Kind, KindCustom) {
+		return nil, false
+	}
+	texts := []string{d.WorkflowRef, d.Priority, d.TriggerSource, sub.Kind, sub.ID, sub.Title, sub.Description}
+	texts = append(texts, sub.Labels...)
+	if r != nil {
+		texts = append(texts, r.Repository, r.BaseRef, r.HeadRef)
+	}
+	if runAt != nil {
+		texts = append(texts, *runAt)
+	}
+	size := 256
+	for _, t := range texts {
+		if !utf8.ValidString(t) {
+			return nil, false
+		}
+		size += len(t) + 8
+	}
+	var meta []byte
+	if !metadataEmpty(sub.Metadata) {
+		var err error
+		if meta, err = CanonicalJSON(sub.Metadata); err != nil {
+			return nil, false
+		}
+		size += len(meta)
+	}
+	var b bytes.Buffer
+	b.Grow(size)
+	field := func(name string, first bool) {
+		if !first {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(name)
+		b.WriteString(`":`)
+	}
+	b.WriteString(`{"dispatch":{`)
+	first := true
+	if d.Priority != "" {
+		field("priority", first)
+		writeSerdeString(&b, d.Priority)
+		first = false
+	}
+	field("subject", first)
+	b.WriteByte('{')
+	sf := true
+	if sub.Description != "" {
+		field("description", sf)
+		writeSerdeString(&b, sub.Description)
+		sf = false
+	}
+	field("id", sf)
+	writeSerdeString(&b, sub.ID)
+	field("kind", false)
+	writeSerdeString(&b, sub.Kind)
+	if len(sub.Labels) > 0 {
+		field("labels", false)
+		b.WriteByte('[')
+		for i, l := range sub.Labels {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeSerdeString(&b, l)
+		}
+		b.WriteByte(']')
+	}
+	if meta != nil {
+		field("metadata", false)
+		b.Write(meta)
+	}
+	if sub.Title != "" {
+		field("title", false)
+		writeSerdeString(&b, sub.Title)
+	}
+	b.WriteByte('}')
+	field("trigger_source", false)
+	writeSerdeString(&b, d.TriggerSource)
+	field("workflow_ref", false)
+	writeSerdeString(&b, d.WorkflowRef)
+	b.WriteString(`},"expire_after_secs":`)
+	if expireAfterSecs != nil {
+		b.WriteString(strconv.FormatUint(*expireAfterSecs, 10))
+	} else {
+		b.WriteString("null")
+	}
+	b.WriteString(`,"repository":`)
+	if r != nil {
+		b.WriteString(`{"base_ref":`)
+		writeSerdeString(&b, r.BaseRef)
+		b.WriteString(`,"head_ref":`)
+		writeSerdeString(&b, r.HeadRef)
+		b.WriteString(`,"repository":`)
+		writeSerdeString(&b, r.Repository)
+		b.WriteByte('}')
+	} else {
+		b.WriteString("null")
+	}
+	b.WriteString(`,"run_at":`)
+	if runAt != nil {
+		writeSerdeString(&b, *runAt)
+	} else {
+		b.WriteString("null")
+	}
+	b.WriteByte('}')
+	return b.Bytes(), true
 }
 
 // CanonicalJSON re-encodes the JSON text v as serde_json prints the

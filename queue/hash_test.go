@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -430,4 +431,59 @@ func sameUpToFloatDrift(t *testing.T, a, b []byte) bool {
 		}
 	}
 	return same(decode(a), decode(b))
+}
+
+// TestRequestHashFastMatchesSlow: the direct canonical writer agrees with
+// the encode-decode-encode definition on every shape it takes on.
+func TestRequestHashFastMatchesSlow(t *testing.T) {
+	exp := uint64(60)
+	runAt := "2026-10-01T12:00:00Z"
+	res := &Reservation{Repository: "Octo/Repo", BaseRef: "refs/heads/main", HeadRef: "refs/heads/x\u2028<&>"}
+	cases := []SubjectDispatch{
+		{Subject: &SubjectRef{Kind: "github_issue", ID: "1#2"}, WorkflowRef: "coding", TriggerSource: "t"},
+		{Subject: &SubjectRef{Kind: "github_pull_request", ID: "1#3", Title: "t\"\\\b\f\n\r\t\x01", Description: strings.Repeat("é\u2029</script>", 500),
+			Labels: []string{"b", "a", ""}, Metadata: json.RawMessage(` {"z":1, "a":[1.50, -0, 1e3, 18446744073709551615], "a":"dup", "s":"\u003c\ud83d\ude00"} `)},
+			WorkflowRef: "coding", TriggerSource: "github:pull_request.opened", Priority: "high", RequestedAt: Timestamp{time.Now()}},
+		{Subject: &SubjectRef{Kind: "x", ID: "y", Metadata: json.RawMessage(`{ }`)}, WorkflowRef: "w"},
+		{Subject: &SubjectRef{Kind: "x", ID: "y", Metadata: json.RawMessage(`null`)}, WorkflowRef: "w"},
+		{Subject: &SubjectRef{Kind: "x", ID: "y", Metadata: json.RawMessage(`[1,{"b":2,"a":1}]`)}, WorkflowRef: "w"},
+	}
+	for i, d := range cases {
+		for _, r := range []*Reservation{nil, res} {
+			for _, ra := range []*string{nil, &runAt} {
+				for _, e := range []*uint64{nil, &exp} {
+					if _, ok := canonicalRequest(d, r, ra, e); !ok {
+						t.Fatalf("case %d: not taken by the direct writer", i)
+					}
+					fast, err1 := RequestHash(d, r, ra, e)
+					slow, err2 := requestHashSlow(d, r, ra, e)
+					if err1 != nil || err2 != nil || fast != slow {
+						t.Fatalf("case %d: direct %s %v, by the wire form %s %v", i, fast, err1, slow, err2)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzRequestHashFast: whatever text a dispatch holds, the direct writer
+// and the wire-form definition give the same hash or the direct writer
+// declines.
+func FuzzRequestHashFast(f *testing.F) {
+	f.Add("github_issue", "1#2", "title", "body \u2028 <", "label", `{"a":1}`, "refs/heads/x")
+	f.Add("custom", "", "", "\xff", "", `null`, "")
+	f.Add("k", "i", "", "", "", `{"x":[1e400]}`, "r")
+	f.Fuzz(func(t *testing.T, kind, id, title, desc, label, meta, head string) {
+		d := SubjectDispatch{Subject: &SubjectRef{Kind: kind, ID: id, Title: title, Description: desc, Labels: []string{label}, Metadata: json.RawMessage(meta)},
+			WorkflowRef: "coding", TriggerSource: "fuzz"}
+		r := &Reservation{Repository: "o/r", BaseRef: "refs/heads/main", HeadRef: head}
+		if _, ok := canonicalRequest(d, r, nil, nil); !ok {
+			return
+		}
+		fast, err1 := RequestHash(d, r, nil, nil)
+		slow, err2 := requestHashSlow(d, r, nil, nil)
+		if (err1 == nil) != (err2 == nil) || fast != slow {
+			t.Fatalf("direct %s %v, by the wire form %s %v", fast, err1, slow, err2)
+		}
+	})
 }

@@ -126,15 +126,43 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 // race is re-run; the re-run sees the winner and answers from it.
 const maxConflictRetries = 5
 
-// retryOnConflict runs fn in a fresh transaction, again when it fails on a
-// unique violation (a concurrent writer committed first).
-func (s *Store) retryOnConflict(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+// TxFunc is the body of a RunTx transaction. attempt is 0 on the first run
+// and counts the re-runs after lost races. It reports whether the
+// transaction made an item pending (created, released or returned), so that
+// RunTx can wake idle workers once it has committed.
+type TxFunc func(ctx context.Context, tx pgx.Tx, attempt int) (pending bool, err error)
+
+// RunTx runs fn in a transaction and commits it if fn returns nil. It is the
+// one place that owns the queue's transactions: when fn or the commit fails
+// with an error for which IsRetryable is true (a concurrent writer won a
+// unique-index race), RunTx runs fn again in a fresh transaction, up to
+// maxConflictRetries more times, and the re-run answers from the winner.
+// After a commit for which fn reported pending, it calls Config.OnPending,
+// outside the transaction. Callers that write their own rows atomically with
+// a queue change (the webhook intake's delivery record) use it with the
+// Store's *Tx methods. It returns fn's or the commit's last error.
+func (s *Store) RunTx(ctx context.Context, fn TxFunc) error {
 	for attempt := 0; ; attempt++ {
-		err := s.InTx(ctx, fn)
-		if err == nil || !IsRetryable(err) || attempt >= maxConflictRetries {
+		var pending bool
+		err := s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) (err error) {
+			pending, err = fn(ctx, tx, attempt)
+			return err
+		})
+		if err == nil {
+			if pending {
+				s.cfg.OnPending()
+			}
+			return nil
+		}
+		if !IsRetryable(err) || attempt >= maxConflictRetries {
 			return err
 		}
 	}
+}
+
+// retryOnConflict is RunTx for a body that makes nothing pending.
+func (s *Store) retryOnConflict(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return s.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, _ int) (bool, error) { return false, fn(ctx, tx) })
 }
 
 func isUniqueViolation(err error) bool {
@@ -224,7 +252,3 @@ func (s *Store) audit(ctx context.Context, tx dbq.DBTX, id uuid.UUID, at time.Ti
 func (s *Store) timed(op string, start time.Time, err *error) {
 	s.cfg.OnOp(op, time.Since(start), *err)
 }
-
-// NotifyPending tells Config.OnPending that items became pending in a
-// transaction the caller committed (after EnqueueTx).
-func (s *Store) NotifyPending() { s.cfg.OnPending() }

@@ -260,7 +260,7 @@ func metadataEmpty(raw json.RawMessage) bool {
 	if len(raw) == 0 || string(raw) == "null" {
 		return true
 	}
-	if raw[0] != '{' {
+	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
 		return false
 	}
 	return len(bytes.TrimSpace(raw[1:len(raw)-1])) == 0

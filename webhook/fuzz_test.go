@@ -205,3 +205,68 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLenientParse: whatever valid JSON stands in fields gitlease does not
+// use (a timestamp, the author, a new field) of an event it acts on, and
+// whatever an event it does not act on carries beyond its envelope, the
+// decision is the same as for the fixture itself (SPEC §6).
+func FuzzLenientParse(f *testing.F) {
+	for _, v := range []string{`1700000000`, `"2023-11-14 22:13:20 +0000"`, `null`, `{"a":[1,2]}`, `"\u0000"`, `-1e309`, `true`} {
+		f.Add(v)
+	}
+	m, err := webhook.NewMapper(nil, webhook.MapperConfig{BranchPrefix: "gitlease/"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	fixtures := map[string][]byte{}
+	for _, name := range []string{"issues-opened", "pull_request-opened", "issue_comment-created", "star-created"} {
+		fixtures[name] = seed(f, payload(f, name))
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		if !json.Valid([]byte(value)) {
+			return
+		}
+		for name, body := range fixtures {
+			event := eventOf(name)
+			want, err := m.Map(context.Background(), event, "fuzz-delivery", body)
+			if err != nil {
+				t.Fatalf("%s as is: %v", name, err)
+			}
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(body, &doc); err != nil {
+				t.Fatal(err)
+			}
+			doc["field_added_later"] = json.RawMessage(value)
+			for _, part := range []string{"issue", "pull_request", "comment", "starred_at"} {
+				var obj map[string]json.RawMessage
+				if json.Unmarshal(doc[part], &obj) != nil || obj == nil {
+					if _, ok := doc[part]; ok && event == "star" {
+						doc[part] = json.RawMessage(value)
+					}
+					continue
+				}
+				obj["user"], obj["reactions"] = json.RawMessage(value), json.RawMessage(value)
+				if part != "comment" { // a comment's created_at is its command's requested_at
+					obj["created_at"] = json.RawMessage(value)
+				}
+				b, _ := json.Marshal(obj)
+				doc[part] = b
+			}
+			varied, _ := json.Marshal(doc)
+			got, err := m.Map(context.Background(), event, "fuzz-delivery", varied)
+			if err != nil {
+				t.Fatalf("%s with %s in unused fields: %v", name, value, err)
+			}
+			if got.Kind != want.Kind || got.QualifiedID != want.QualifiedID || got.Reason != want.Reason {
+				t.Fatalf("%s with %s in unused fields: %v %q %q, want %v %q %q", name, value, got.Kind, got.QualifiedID, got.Reason, want.Kind, want.QualifiedID, want.Reason)
+			}
+			if got.Kind == webhook.KindEnqueue {
+				gh, _ := queue.RequestHash(got.Enqueue.Dispatch, got.Enqueue.Reservation, nil, nil)
+				wh, _ := queue.RequestHash(want.Enqueue.Dispatch, want.Enqueue.Reservation, nil, nil)
+				if gh != wh {
+					t.Fatalf("%s with %s in unused fields: another dispatch", name, value)
+				}
+			}
+		}
+	})
+}

@@ -337,63 +337,97 @@ func (e *rollbackError) Error() string { return "rolled back: " + string(e.res.O
 func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	f := a.decision.Facts
 	var res Result
-	var err error
-	// A lost race on a queue index aborts the transaction; running it again
-	// answers from the winner (a replay or a collision).
-	for attempt := 0; attempt == 0 || (queue.IsRetryable(err) && attempt < 6); attempt++ {
-		err = h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			row, err := h.q.DeliveryRecord(ctx, tx, dbq.DeliveryRecordParams{
-				DeliveryID:     a.deliveryID,
-				Event:          a.event,
-				Action:         f.Action,
-				InstallationID: f.InstallationID,
-				RepositoryID:   f.RepositoryID,
-				Repository:     f.Repository,
-				Sender:         f.Sender,
-				SecretIndex:    int32(a.secretIndex),
-				BodySha256:     a.bodySHA256,
-				Now:            h.cfg.Now().UTC(),
-			})
-			if err != nil {
-				return fmt.Errorf("record delivery: %w", err)
+	// A lost race on a queue index aborts the transaction; RunTx runs it
+	// again, and the re-run answers from the winner (a replay or a
+	// collision). It wakes idle workers after committing a new item.
+	err := h.store.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, attempt int) (bool, error) {
+		var err error
+		if attempt == 0 {
+			// The fast path: a first arrival is acted on, then recorded with
+			// its outcome in one write. A replay or a collision violates a
+			// unique index, a redelivery finds its row: either starts over in
+			// the full path below.
+			var stored Outcome
+			if res, stored, err = h.act(ctx, tx, a, true); err != nil {
+				return false, err
 			}
-			if !row.Inserted {
-				res = redelivery(row, a)
-			} else {
-				var stored Outcome
-				res, stored, err = h.act(ctx, tx, a, attempt == 0)
-				if err != nil {
-					return err
-				}
-				if err := h.q.DeliverySetOutcome(ctx, tx, dbq.DeliverySetOutcomeParams{
-					DeliveryID:  a.deliveryID,
-					Outcome:     string(stored),
-					Reason:      optional(res.Reason),
-					EntryID:     parseEntryID(res.EntryID),
-					QualifiedID: optional(res.QualifiedID),
-					Generation:  generationParam(res.Generation),
-				}); err != nil {
-					return fmt.Errorf("store delivery outcome: %w", err)
-				}
+			row, err := h.q.DeliveryRecord(ctx, tx, h.recordParams(a, stored, res))
+			switch {
+			case err != nil:
+				return false, fmt.Errorf("record delivery: %w", err)
+			case !row.Inserted:
+				return false, fmt.Errorf("delivery %s was recorded before: %w", a.deliveryID, queue.ErrRetry)
 			}
-			if h.cfg.OnOutcome != nil {
-				if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
-					return fmt.Errorf("act on delivery outcome: %w", err)
-				}
+		} else if res, err = h.recordFull(ctx, tx, a); err != nil {
+			return false, err
+		}
+		if h.cfg.OnOutcome != nil {
+			if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
+				return false, fmt.Errorf("act on delivery outcome: %w", err)
 			}
-			return nil
-		})
-	}
+		}
+		return res.Outcome == OutcomeEnqueued, nil
+	})
 	var rb *rollbackError
 	if errors.As(err, &rb) {
 		return rb.res, nil
 	}
-	if err == nil && res.Outcome == OutcomeEnqueued {
-		h.store.NotifyPending() // committed: wake idle workers
-	}
 	return res, err
+}
+
+// outcomeReceived is stored for a delivery recorded before it is acted on,
+// inside its transaction only.
+const outcomeReceived Outcome = "received"
+
+// recordParams is the delivery row of arrival a with outcome stored and the
+// item and reason of res.
+func (h *Handler) recordParams(a arrival, stored Outcome, res Result) dbq.DeliveryRecordParams {
+	f := a.decision.Facts
+	return dbq.DeliveryRecordParams{
+		DeliveryID:     a.deliveryID,
+		Event:          a.event,
+		Action:         f.Action,
+		InstallationID: f.InstallationID,
+		RepositoryID:   f.RepositoryID,
+		Repository:     f.Repository,
+		Sender:         f.Sender,
+		SecretIndex:    int32(a.secretIndex),
+		BodySha256:     a.bodySHA256,
+		Now:            h.cfg.Now().UTC(),
+		Outcome:        string(stored),
+		Reason:         optional(res.Reason),
+		EntryID:        parseEntryID(res.EntryID),
+		QualifiedID:    optional(res.QualifiedID),
+		Generation:     generationParam(res.Generation),
+	}
+}
+
+// recordFull records the arrival first, then acts on a first arrival or
+// answers a redelivery from the stored row, with the queue's lookups.
+func (h *Handler) recordFull(ctx context.Context, tx pgx.Tx, a arrival) (Result, error) {
+	row, err := h.q.DeliveryRecord(ctx, tx, h.recordParams(a, outcomeReceived, Result{}))
+	if err != nil {
+		return Result{}, fmt.Errorf("record delivery: %w", err)
+	}
+	if !row.Inserted {
+		return redelivery(row, a), nil
+	}
+	res, stored, err := h.act(ctx, tx, a, false)
+	if err != nil {
+		return res, err
+	}
+	if err := h.q.DeliverySetOutcome(ctx, tx, dbq.DeliverySetOutcomeParams{
+		DeliveryID:  a.deliveryID,
+		Outcome:     string(stored),
+		Reason:      optional(res.Reason),
+		EntryID:     parseEntryID(res.EntryID),
+		QualifiedID: optional(res.QualifiedID),
+		Generation:  generationParam(res.Generation),
+	}); err != nil {
+		return res, fmt.Errorf("store delivery outcome: %w", err)
+	}
+	return res, nil
 }
 
 // redelivery answers an arrival whose delivery ID was recorded before.

@@ -170,89 +170,83 @@ func (d delivery) action() string {
 // or nothing (SPEC §6). ctx bounds the one GitHub call it may make, for a
 // comment command on a pull request.
 //
-// It returns a *PayloadError when the payload is not what GitHub sends for
-// event (it does not parse into go-github's type, or lacks its repository,
-// issue or pull request) and a *LookupError when that pull request could not
-// be fetched. An event go-github does not know is ignored, not an error:
-// GitHub adds events, and they are no concern of gitlease.
-func (m *Mapper) Map(ctx context.Context, event, deliveryID string, payload []byte) (Decision, error) {
-	facts, err := parseFacts(event, payload)
+// An event gitlease does not act on is ignored after reading only its
+// envelope (action, installation, repository, sender); of the events it acts
+// on it reads only the fields it uses, in one parse, so a variant in any
+// other field never fails a delivery. It returns a *PayloadError when the
+// payload is not a JSON object, a field it reads has the wrong type, or the
+// event lacks a part gitlease needs (its repository, issue or pull request),
+// and a *LookupError when that pull request could not be fetched.
+func (m *Mapper) Map(ctx context.Context, event, deliveryID string, body []byte) (Decision, error) {
+	p, err := parsePayload(event, body)
 	if err != nil {
 		return Decision{}, err
 	}
+	facts := p.facts()
 	d := delivery{event: event, deliveryID: deliveryID, facts: facts}
 	if event == "ping" {
-		if _, err := github.ParseWebHook(event, payload); err != nil {
-			return Decision{}, payloadErrorf(event, "does not parse: %v", err)
-		}
 		return d.ignore("ping"), nil
 	}
-	if github.EventForType(event) == nil {
+	if !actsOn(event) {
 		return d.ignore("event %q is not handled", event), nil
-	}
-	parsed, err := github.ParseWebHook(event, payload)
-	if err != nil {
-		return Decision{}, payloadErrorf(event, "does not parse: %v", err)
 	}
 	if m.cfg.BotLogin != "" && facts.Sender != nil && strings.EqualFold(*facts.Sender, m.cfg.BotLogin) {
 		return d.ignore("sent by gitlease itself (%s)", m.cfg.BotLogin), nil
 	}
-	switch ev := parsed.(type) {
-	case *github.IssuesEvent:
-		return m.issues(d, ev)
-	case *github.PullRequestEvent:
-		return m.pullRequest(d, ev)
-	case *github.IssueCommentEvent:
-		return m.issueComment(ctx, d, ev)
+	switch event {
+	case eventIssues:
+		return m.issues(d, &p)
+	case eventPullRequest:
+		return m.pullRequest(d, &p)
 	}
-	return d.ignore("event %q is not handled", event), nil
+	return m.issueComment(ctx, d, &p)
 }
 
 // issues maps an issues event.
-func (m *Mapper) issues(d delivery, ev *github.IssuesEvent) (Decision, error) {
+func (m *Mapper) issues(d delivery, ev *payload) (Decision, error) {
 	action := d.action()
 	switch action {
 	case "opened", "reopened", "labeled", "closed":
 	default:
 		return d.ignore("issues action %q is not handled", action), nil
 	}
-	repo, err := requireRepo(d.event, ev.Repo)
+	repo, err := requireRepo(d.event, ev.Repository)
 	if err != nil {
 		return Decision{}, err
 	}
 	issue := ev.Issue
-	if issue == nil || issue.GetNumber() <= 0 {
+	if issue == nil || issue.Number <= 0 {
 		return Decision{}, payloadErrorf(d.event, "no issue with a number")
 	}
 	if action == "closed" {
-		return cancel(d, KindIssue, repo.GetID(), issue.GetNumber()), nil
+		return cancel(d, KindIssue, repo.ID, issue.Number), nil
 	}
-	if ignored, ok := m.triggered(d, action, "issue", issue.GetState(), issue.Labels, ev.Label); !ok {
+	if ignored, ok := m.triggered(d, action, "issue", issue.State, issue.Labels, ev.Label); !ok {
 		return ignored, nil
 	}
 	return m.enqueueIssue(d, repo, issue, nil)
 }
 
 // pullRequest maps a pull_request event.
-func (m *Mapper) pullRequest(d delivery, ev *github.PullRequestEvent) (Decision, error) {
+func (m *Mapper) pullRequest(d delivery, ev *payload) (Decision, error) {
 	action := d.action()
 	switch action {
 	case "opened", "reopened", "synchronize", "ready_for_review", "labeled", "closed":
 	default:
 		return d.ignore("pull_request action %q is not handled", action), nil
 	}
-	repo, err := requireRepo(d.event, ev.Repo)
+	repo, err := requireRepo(d.event, ev.Repository)
 	if err != nil {
 		return Decision{}, err
 	}
 	pr := ev.PullRequest
-	if pr == nil || pr.GetNumber() <= 0 {
+	if pr == nil || pr.Number <= 0 {
 		return Decision{}, payloadErrorf(d.event, "no pull_request with a number")
 	}
 	if action == "closed" {
-		return cancel(d, KindPullRequest, repo.GetID(), pr.GetNumber()), nil
+		return cancel(d, KindPullRequest, repo.ID, pr.Number), nil
 	}
-	if ignored, ok := m.triggered(d, action, "pull request", pr.GetState(), pr.Labels, ev.Label); !ok {
+	if ignored, ok := m.triggered(d, action, "pull request", pr.State, pr.Labels, ev.Label); !ok {
 		return ignored, nil
 	}
 	return m.enqueuePullRequest(d, repo, pr, nil)
@@ -260,7 +254,7 @@ func (m *Mapper) pullRequest(d delivery, ev *github.PullRequestEvent) (Decision,
 
 // issueComment maps an issue_comment event: a /gitlease run command from
 // someone with write access enqueues its issue or pull request.
-func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *github.IssueCommentEvent) (Decision, error) {
+func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *payload) (Decision, error) {
 	if action := d.action(); action != "created" {
 		return d.ignore("issue_comment action %q is not handled", action), nil
 	}
@@ -268,26 +262,26 @@ func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *github.IssueC
 	if comment == nil {
 		return Decision{}, payloadErrorf(d.event, "no comment")
 	}
-	if !isCommand(comment.GetBody()) {
+	if !isCommand(comment.Body) {
 		return d.ignore("comment is not a %s command", CommentCommand), nil
 	}
-	switch assoc := comment.GetAuthorAssociation(); assoc {
+	switch assoc := comment.AuthorAssociation; assoc {
 	case "OWNER", "MEMBER", "COLLABORATOR":
 	default:
 		return d.ignore("comment author association %q may not run gitlease (OWNER, MEMBER or COLLABORATOR may)", assoc), nil
 	}
-	repo, err := requireRepo(d.event, ev.Repo)
+	repo, err := requireRepo(d.event, ev.Repository)
 	if err != nil {
 		return Decision{}, err
 	}
 	issue := ev.Issue
-	if issue == nil || issue.GetNumber() <= 0 {
+	if issue == nil || issue.Number <= 0 {
 		return Decision{}, payloadErrorf(d.event, "no issue with a number")
 	}
-	if issue.GetState() == "closed" {
+	if issue.State == "closed" {
 		return d.ignore("%s is closed", describe(issue)), nil
 	}
-	if !issue.IsPullRequest() {
+	if !issue.PullRequest {
 		return m.enqueueIssue(d, repo, issue, comment)
 	}
 	if m.prs == nil {
@@ -296,15 +290,15 @@ func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *github.IssueC
 	if d.facts.InstallationID == nil {
 		return d.ignore("no installation in the payload to look the pull request up with"), nil
 	}
-	owner, name, _ := strings.Cut(repo.GetFullName(), "/")
-	pr, err := m.prs.PullRequest(ctx, *d.facts.InstallationID, owner, name, issue.GetNumber())
+	owner, name, _ := strings.Cut(repo.FullName, "/")
+	fetched, err := m.prs.PullRequest(ctx, *d.facts.InstallationID, owner, name, issue.Number)
 	if err != nil {
-		return Decision{}, &LookupError{Err: fmt.Errorf("%s#%d: %w", repo.GetFullName(), issue.GetNumber(), err)}
+		return Decision{}, &LookupError{Err: fmt.Errorf("%s#%d: %w", repo.FullName, issue.Number, err)}
 	}
-	if pr == nil || pr.GetNumber() != issue.GetNumber() {
-		return Decision{}, &LookupError{Err: fmt.Errorf("%s#%d: GitHub returned another or no pull request", repo.GetFullName(), issue.GetNumber())}
+	if fetched == nil || fetched.GetNumber() != issue.Number {
+		return Decision{}, &LookupError{Err: fmt.Errorf("%s#%d: GitHub returned another or no pull request", repo.FullName, issue.Number)}
 	}
-	dec, err := m.enqueuePullRequest(d, repo, pr, comment)
+	dec, err := m.enqueuePullRequest(d, repo, prFieldsOf(fetched), comment)
 	var perr *PayloadError
 	if errors.As(err, &perr) {
 		// The fetched pull request, not the delivery, lacks a part.
@@ -313,8 +307,8 @@ func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *github.IssueC
 	return dec, err
 }
 
-func describe(issue *github.Issue) string {
-	if issue.IsPullRequest() {
+func describe(issue *issueFields) string {
+	if issue.PullRequest {
 		return "pull request"
 	}
 	return "issue"
@@ -330,7 +324,7 @@ func isCommand(body string) bool {
 // triggered applies the trigger label rule to an opened-like or labeled
 // action. It returns the ignore decision and false when the action must not
 // enqueue.
-func (m *Mapper) triggered(d delivery, action, what, state string, labels []*github.Label, added *github.Label) (Decision, bool) {
+func (m *Mapper) triggered(d delivery, action, what, state string, labels []labelFields, added *labelFields) (Decision, bool) {
 	if state == "closed" {
 		return d.ignore("%s is closed", what), false
 	}
@@ -339,8 +333,12 @@ func (m *Mapper) triggered(d delivery, action, what, state string, labels []*git
 		switch {
 		case trigger == "":
 			return d.ignore("labeled is ignored: no trigger label is configured"), false
-		case added == nil || !strings.EqualFold(added.GetName(), trigger):
-			return d.ignore("added label %q is not the trigger label %q", added.GetName(), trigger), false
+		case added == nil || !strings.EqualFold(added.Name, trigger):
+			name := ""
+			if added != nil {
+				name = added.Name
+			}
+			return d.ignore("added label %q is not the trigger label %q", name, trigger), false
 		}
 		return Decision{}, true
 	}
@@ -350,19 +348,19 @@ func (m *Mapper) triggered(d delivery, action, what, state string, labels []*git
 	return Decision{}, true
 }
 
-func hasLabel(labels []*github.Label, name string) bool {
+func hasLabel(labels []labelFields, name string) bool {
 	for _, l := range labels {
-		if strings.EqualFold(l.GetName(), name) {
+		if strings.EqualFold(l.Name, name) {
 			return true
 		}
 	}
 	return false
 }
 
-func labelNames(labels []*github.Label) []string {
+func labelNames(labels []labelFields) []string {
 	var out []string
 	for _, l := range labels {
-		if n := l.GetName(); n != "" {
+		if n := l.Name; n != "" {
 			out = append(out, n)
 		}
 	}
@@ -370,13 +368,13 @@ func labelNames(labels []*github.Label) []string {
 }
 
 // requireRepo checks the repository parts every mapping uses.
-func requireRepo(event string, repo *github.Repository) (*github.Repository, error) {
-	if repo == nil || repo.GetID() <= 0 {
+func requireRepo(event string, repo *repoFields) (*repoFields, error) {
+	if repo == nil || repo.ID <= 0 {
 		return nil, payloadErrorf(event, "no repository with an id")
 	}
-	owner, name, ok := strings.Cut(repo.GetFullName(), "/")
+	owner, name, ok := strings.Cut(repo.FullName, "/")
 	if !ok || owner == "" || name == "" {
-		return nil, payloadErrorf(event, "repository full_name %q is not owner/repo", repo.GetFullName())
+		return nil, payloadErrorf(event, "repository full_name %q is not owner/repo", repo.FullName)
 	}
 	return repo, nil
 }
@@ -387,62 +385,62 @@ func cancel(d delivery, kind string, repoID int64, number int) Decision {
 
 // enqueueIssue builds the enqueue of an issue; comment is the command that
 // asked for it, if any.
-func (m *Mapper) enqueueIssue(d delivery, repo *github.Repository, issue *github.Issue, comment *github.IssueComment) (Decision, error) {
-	if repo.GetDefaultBranch() == "" {
+func (m *Mapper) enqueueIssue(d delivery, repo *repoFields, issue *issueFields, comment *commentFields) (Decision, error) {
+	if repo.DefaultBranch == "" {
 		return Decision{}, payloadErrorf(d.event, "repository has no default_branch")
 	}
 	res := queue.Reservation{
-		Repository: repo.GetFullName(),
-		BaseRef:    "refs/heads/" + repo.GetDefaultBranch(),
-		HeadRef:    "refs/heads/" + m.cfg.BranchPrefix + "issue-" + strconv.Itoa(issue.GetNumber()),
+		Repository: repo.FullName,
+		BaseRef:    "refs/heads/" + repo.DefaultBranch,
+		HeadRef:    "refs/heads/" + m.cfg.BranchPrefix + "issue-" + strconv.Itoa(issue.Number),
 	}
-	requested := issue.UpdatedAt
+	requested := issue.UpdatedAt.Time
 	if comment != nil {
-		requested = comment.CreatedAt
+		requested = comment.CreatedAt.Time
 	}
 	return m.enqueue(d, subjectParams{
-		kind: KindIssue, repo: repo, number: issue.GetNumber(),
-		title: issue.GetTitle(), body: issue.GetBody(), labels: issue.Labels, htmlURL: issue.GetHTMLURL(),
+		kind: KindIssue, repo: repo, number: issue.Number,
+		title: issue.Title, body: issue.Body, labels: issue.Labels, htmlURL: issue.HTMLURL,
 		res: res, requestedAt: requested, comment: comment,
 	})
 }
 
 // enqueuePullRequest builds the enqueue of a pull request; comment is the
 // command that asked for it, if any.
-func (m *Mapper) enqueuePullRequest(d delivery, repo *github.Repository, pr *github.PullRequest, comment *github.IssueComment) (Decision, error) {
-	base, head := pr.GetBase(), pr.GetHead()
-	if base.GetRef() == "" || head.GetRef() == "" || head.GetSHA() == "" {
+func (m *Mapper) enqueuePullRequest(d delivery, repo *repoFields, pr *prFields, comment *commentFields) (Decision, error) {
+	base, head := pr.Base, pr.Head
+	if base.Ref == "" || head.Ref == "" || head.SHA == "" {
 		return Decision{}, payloadErrorf(d.event, "pull_request lacks base.ref, head.ref or head.sha")
 	}
-	headRef := "refs/heads/" + head.GetRef()
+	headRef := "refs/heads/" + head.Ref
 	// A fork's branch is not in this repository; GitHub mirrors its head at
 	// refs/pull/<n>/head. A deleted fork arrives with head.repo null.
-	if head.GetRepo().GetID() != repo.GetID() {
-		headRef = "refs/pull/" + strconv.Itoa(pr.GetNumber()) + "/head"
+	if head.Repo == nil || head.Repo.ID != repo.ID {
+		headRef = "refs/pull/" + strconv.Itoa(pr.Number) + "/head"
 	}
-	res := queue.Reservation{Repository: repo.GetFullName(), BaseRef: "refs/heads/" + base.GetRef(), HeadRef: headRef}
-	requested := pr.UpdatedAt
+	res := queue.Reservation{Repository: repo.FullName, BaseRef: "refs/heads/" + base.Ref, HeadRef: headRef}
+	requested := pr.UpdatedAt.Time
 	if comment != nil {
-		requested = comment.CreatedAt
+		requested = comment.CreatedAt.Time
 	}
 	return m.enqueue(d, subjectParams{
-		kind: KindPullRequest, repo: repo, number: pr.GetNumber(),
-		title: pr.GetTitle(), body: pr.GetBody(), labels: pr.Labels, htmlURL: pr.GetHTMLURL(), headSHA: head.GetSHA(),
+		kind: KindPullRequest, repo: repo, number: pr.Number,
+		title: pr.Title, body: pr.Body, labels: pr.Labels, htmlURL: pr.HTMLURL, headSHA: head.SHA,
 		res: res, requestedAt: requested, comment: comment,
 	})
 }
 
 type subjectParams struct {
 	kind        string
-	repo        *github.Repository
+	repo        *repoFields
 	number      int
 	title, body string
-	labels      []*github.Label
+	labels      []labelFields
 	htmlURL     string
 	headSHA     string
 	res         queue.Reservation
-	requestedAt *github.Timestamp
-	comment     *github.IssueComment
+	requestedAt time.Time
+	comment     *commentFields
 }
 
 // enqueue assembles the dispatch, keyed by the delivery ID.
@@ -451,8 +449,8 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 		return Decision{}, payloadErrorf(d.event, "refs make no valid reservation: %v", err)
 	}
 	meta := Metadata{
-		RepositoryID: p.repo.GetID(),
-		Repository:   p.repo.GetFullName(),
+		RepositoryID: p.repo.ID,
+		Repository:   p.repo.FullName,
 		Number:       p.number,
 		HTMLURL:      p.htmlURL,
 		HeadSHA:      p.headSHA,
@@ -465,7 +463,7 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 		meta.InstallationID = *d.facts.InstallationID
 	}
 	if p.comment != nil {
-		meta.CommentID = p.comment.GetID()
+		meta.CommentID = p.comment.ID
 	}
 	rawMeta, err := json.Marshal(meta)
 	if err != nil {
@@ -475,12 +473,12 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 	// changed, not when the delivery arrived: a redelivery builds the same
 	// dispatch.
 	requestedAt := m.cfg.Now()
-	if p.requestedAt != nil && !p.requestedAt.IsZero() {
-		requestedAt = p.requestedAt.Time
+	if !p.requestedAt.IsZero() {
+		requestedAt = p.requestedAt
 	}
 	subject := &queue.SubjectRef{
 		Kind:        p.kind,
-		ID:          nativeID(p.repo.GetID(), p.number),
+		ID:          nativeID(p.repo.ID, p.number),
 		Title:       p.title,
 		Description: p.body,
 		Labels:      labelNames(p.labels),
@@ -490,7 +488,7 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 	return Decision{
 		Kind:        KindEnqueue,
 		Facts:       d.facts,
-		QualifiedID: QualifiedID(p.kind, p.repo.GetID(), p.number),
+		QualifiedID: QualifiedID(p.kind, p.repo.ID, p.number),
 		Enqueue: queue.EnqueueParams{
 			IdempotencyKey: d.deliveryID,
 			Reservation:    &res,

@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"mime"
 	"net/url"
@@ -73,44 +71,4 @@ type Facts struct {
 	RepositoryID   *int64
 	Repository     *string // full name, owner/repo
 	Sender         *string // login
-}
-
-// envelope is the shape every GitHub event payload shares.
-type envelope struct {
-	Action       *string `json:"action"`
-	Installation *struct {
-		ID *int64 `json:"id"`
-	} `json:"installation"`
-	Repository *struct {
-		ID       *int64  `json:"id"`
-		FullName *string `json:"full_name"`
-	} `json:"repository"`
-	Sender *struct {
-		Login *string `json:"login"`
-	} `json:"sender"`
-}
-
-// parseFacts reads the Facts of a payload. It returns a *PayloadError when
-// the payload is not a JSON object or one of those parts has the wrong type.
-func parseFacts(event string, payload []byte) (Facts, error) {
-	trimmed := bytes.TrimSpace(payload)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return Facts{}, payloadErrorf(event, "not a JSON object")
-	}
-	var env envelope
-	if err := json.Unmarshal(trimmed, &env); err != nil {
-		return Facts{}, payloadErrorf(event, "JSON does not parse: %v", err)
-	}
-	var f Facts
-	f.Action = env.Action
-	if env.Installation != nil {
-		f.InstallationID = env.Installation.ID
-	}
-	if env.Repository != nil {
-		f.RepositoryID, f.Repository = env.Repository.ID, env.Repository.FullName
-	}
-	if env.Sender != nil {
-		f.Sender = env.Sender.Login
-	}
-	return f, nil
 }

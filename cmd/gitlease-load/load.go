@@ -60,6 +60,10 @@ type Options struct {
 type Report struct {
 	HTTP     *Stats
 	Baseline *Stats
+	// Ideal and IdealProc are the ideal receiver's run and its process
+	// (--compare).
+	Ideal     *Stats
+	IdealProc *ProcStats
 	// Sent counts the HTTP requests by why they were sent: "fresh",
 	// "replay", "collide".
 	Sent map[string]int
@@ -133,6 +137,14 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Report, error) {
 	if opts.Baseline {
 		return rep, nil
 	}
+	if opts.Compare {
+		rep.Ideal, rep.IdealProc, err = runIdeal(ctx, opts, gen)
+		if err != nil {
+			return nil, err
+		}
+		rep.Ideal.Print(out)
+		rep.IdealProc.PrintCPUPerRequest(out, "ideal receiver", rep.Ideal.Requests+1)
+	}
 	selfCPU, _ := readCPU(os.Getpid())
 	var sampler *procSampler
 	if opts.PID > 0 {
@@ -164,6 +176,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Report, error) {
 	if rep.Proc != nil {
 		rep.Proc.Print(out)
 		rep.Proc.PrintPerRequest(out, rep.HTTP.Requests+1) // the probe too
+		rep.Proc.PrintCPUPerRequest(out, "serve", rep.HTTP.Requests+1)
 	}
 	if cpu, err := readCPU(os.Getpid()); err == nil && rep.HTTP.Elapsed > 0 {
 		fmt.Fprintf(out, "gitlease-load itself: CPU %.1fs user+system (%.2f cores on average)\n",
@@ -175,6 +188,15 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Report, error) {
 	if rep.Baseline != nil {
 		fmt.Fprintf(out, "ratio: gitlease %.1f requests/s / baseline %.1f requests/s = %.1f%% of the durable-commit floor\n",
 			rep.HTTP.Throughput(), rep.Baseline.Throughput(), 100*rep.Ratio())
+	}
+	if rep.Ideal != nil {
+		fmt.Fprintf(out, "ratio: gitlease %.1f requests/s / ideal receiver %.1f requests/s = %.1f%%\n",
+			rep.HTTP.Throughput(), rep.Ideal.Throughput(), 100*rep.HTTP.Throughput()/rep.Ideal.Throughput())
+		if rep.Proc != nil && rep.IdealProc.CPU > 0 && rep.HTTP.Requests > 0 && rep.Ideal.Requests > 0 {
+			per := rep.Proc.CPU.Seconds() / float64(rep.HTTP.Requests+1)
+			ideal := rep.IdealProc.CPU.Seconds() / float64(rep.Ideal.Requests+1)
+			fmt.Fprintf(out, "ratio: serve CPU %.3f ms / ideal receiver CPU %.3f ms per delivery = %.2fx\n", 1000*per, 1000*ideal, per/ideal)
+		}
 	}
 	if opts.DSN != "" {
 		if rep.Checks, err = checkDatabase(ctx, opts.DSN, l); err != nil {

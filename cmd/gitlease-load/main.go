@@ -8,8 +8,11 @@
 // by status and outcome, and with --dsn checks serve's database. --baseline
 // measures the durable-commit floor on the same database instead: one
 // transaction per request inserting the same bytes into a plain table;
-// --compare runs both and prints gitlease's throughput as a share of the
-// floor. It sends only to loopback addresses.
+// --compare runs the floor, then the ideal receiver (this tool started again
+// as a child: HMAC check and the same one-insert transaction, over HTTP, its
+// CPU read from /proc), then gitlease, and prints gitlease's throughput as a
+// share of the floor and its CPU per delivery against the ideal receiver's.
+// It sends only to loopback addresses.
 //
 // Usage:
 //
@@ -37,6 +40,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) == 2 && os.Args[1] == IdealFlag {
+		if err := serveIdeal(ctx, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "gitlease-load ideal receiver: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 

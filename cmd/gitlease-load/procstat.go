@@ -56,6 +56,14 @@ func (p *ProcStats) PrintPerRequest(w io.Writer, n int) {
 	}
 }
 
+// PrintCPUPerRequest writes the process's CPU time per request, n requests.
+func (p *ProcStats) PrintCPUPerRequest(w io.Writer, name string, n int) {
+	if n > 0 && p.CPU > 0 {
+		fmt.Fprintf(w, "%s (pid %d): CPU %.3f ms per request (%.1fs user+system, %.2f cores on average)\n",
+			name, p.PID, 1000*p.CPU.Seconds()/float64(n), p.CPU.Seconds(), p.CPU.Seconds()/max(p.Elapsed.Seconds(), 1e-9))
+	}
+}
+
 // mib formats bytes in MiB.
 func mib(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB" }
 

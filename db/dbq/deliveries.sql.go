@@ -65,10 +65,12 @@ func (q *Queries) DeliveryPrune(ctx context.Context, db DBTX, arg DeliveryPruneP
 const deliveryRecord = `-- name: DeliveryRecord :one
 INSERT INTO deliveries (
     delivery_id, event, action, installation_id, repository_id, repository, sender,
-    secret_index, body_sha256, received_at, last_received_at, outcome
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, reason, entry_id, qualified_id, generation
 ) VALUES (
     $1, $2, $3, $4, $5,
-    $6, $7, $8, $9, $10::timestamptz, $10::timestamptz, 'received'
+    $6, $7, $8, $9, $10::timestamptz, $10::timestamptz,
+    $11, $12, $13, $14, $15
 )
 ON CONFLICT (delivery_id) DO UPDATE
     SET attempts = deliveries.attempts + 1, last_received_at = EXCLUDED.last_received_at
@@ -86,6 +88,11 @@ type DeliveryRecordParams struct {
 	SecretIndex    int32
 	BodySha256     string
 	Now            time.Time
+	Outcome        string
+	Reason         *string
+	EntryID        *uuid.UUID
+	QualifiedID    *string
+	Generation     *int64
 }
 
 type DeliveryRecordRow struct {
@@ -109,9 +116,10 @@ type DeliveryRecordRow struct {
 	Inserted       bool
 }
 
-// Records an arrival of a delivery. A first arrival inserts the row; a
-// redelivery (same ID) counts an attempt and waits for the first arrival's
-// transaction, so it reads that arrival's final outcome.
+// Records an arrival of a delivery. A first arrival inserts the row, with
+// its outcome when the intake already acted ('received' when it acts
+// next); a redelivery (same ID) counts an attempt and waits for the first
+// arrival's transaction, so it reads that arrival's final outcome.
 func (q *Queries) DeliveryRecord(ctx context.Context, db DBTX, arg DeliveryRecordParams) (DeliveryRecordRow, error) {
 	row := db.QueryRow(ctx, deliveryRecord,
 		arg.DeliveryID,
@@ -124,6 +132,11 @@ func (q *Queries) DeliveryRecord(ctx context.Context, db DBTX, arg DeliveryRecor
 		arg.SecretIndex,
 		arg.BodySha256,
 		arg.Now,
+		arg.Outcome,
+		arg.Reason,
+		arg.EntryID,
+		arg.QualifiedID,
+		arg.Generation,
 	)
 	var i DeliveryRecordRow
 	err := row.Scan(

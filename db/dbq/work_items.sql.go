@@ -59,6 +59,7 @@ const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
 UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status IN ('pending', 'held')
+  AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
 RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 
@@ -68,6 +69,7 @@ type WorkItemCancelSubjectParams struct {
 }
 
 // A closed subject: its pending and held items finish cancelled.
+// Each arm of the OR is served by one partial index on canonical_id.
 func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkItemCancelSubjectParams) ([]WorkItem, error) {
 	rows, err := db.Query(ctx, workItemCancelSubject, arg.Now, arg.CanonicalID)
 	if err != nil {
@@ -310,7 +312,7 @@ UNION ALL
 (SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.head_sha, s.check_run_id, s.branch, s.pr_number, s.pr_url, s.provisioned_generation, s.result_note FROM work_items s
  WHERE s.canonical_id = $3::text
    AND s.status IN ('pending', 'assigned', 'held')
-   AND (s.subject_generation IS NOT NULL OR s.status IN ('pending', 'held'))
+   AND ((s.subject_generation IS NOT NULL) OR (s.subject_generation IS NULL AND s.status IN ('pending', 'held')))
    AND s.id NOT IN (SELECT id FROM swept)
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
@@ -1023,12 +1025,7 @@ func (q *Queries) WorkItemInsertNextGeneration(ctx context.Context, db DBTX, arg
 }
 
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
-WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
-  AND position > $2::bigint
-ORDER BY position
-LIMIT $3
-FOR UPDATE SKIP LOCKED
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_item_lease_candidates($1::timestamptz, $2::bigint, $3::integer)
 `
 
 type WorkItemLeaseCandidatesParams struct {
@@ -1040,7 +1037,8 @@ type WorkItemLeaseCandidatesParams struct {
 // The next due pending entries in queue order after position @after. SKIP
 // LOCKED keeps concurrent leasers from waiting on each other or seeing the
 // same row; a lease asks for only as many as it can still hand out, so it
-// locks no more rows than it needs.
+// locks no more rows than it needs. The function (migration 00009) keeps the
+// plan on the pending index whatever the statistics say.
 func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg WorkItemLeaseCandidatesParams) ([]WorkItem, error) {
 	rows, err := db.Query(ctx, workItemLeaseCandidates, arg.Now, arg.After, arg.Scan)
 	if err != nil {
@@ -1504,13 +1502,15 @@ const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
 SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
-  AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
+  AND ((subject_generation IS NOT NULL) OR (subject_generation IS NULL AND status IN ('pending', 'held')))
 ORDER BY subject_generation DESC NULLS LAST, position
 LIMIT 1
 `
 
 // The entry that blocks a new generation of canonical_id: a live v2 entry
 // (highest generation first), else a pending or held legacy one.
+// The two arms of the OR are the two partial indexes on canonical_id:
+// work_items_live_subject (v2) and work_items_live_legacy.
 func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalID string) (WorkItem, error) {
 	row := db.QueryRow(ctx, workItemLiveBySubject, canonicalID)
 	var i WorkItem
@@ -1902,6 +1902,7 @@ const workItemRequestCancel = `-- name: WorkItemRequestCancel :many
 UPDATE work_items
 SET cancel_requested_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
+  AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
 RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
 `
 

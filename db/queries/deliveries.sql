@@ -1,13 +1,16 @@
 -- name: DeliveryRecord :one
--- Records an arrival of a delivery. A first arrival inserts the row; a
--- redelivery (same ID) counts an attempt and waits for the first arrival's
--- transaction, so it reads that arrival's final outcome.
+-- Records an arrival of a delivery. A first arrival inserts the row, with
+-- its outcome when the intake already acted ('received' when it acts
+-- next); a redelivery (same ID) counts an attempt and waits for the first
+-- arrival's transaction, so it reads that arrival's final outcome.
 INSERT INTO deliveries (
     delivery_id, event, action, installation_id, repository_id, repository, sender,
-    secret_index, body_sha256, received_at, last_received_at, outcome
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, reason, entry_id, qualified_id, generation
 ) VALUES (
     @delivery_id, @event, sqlc.narg('action'), sqlc.narg('installation_id'), sqlc.narg('repository_id'),
-    sqlc.narg('repository'), sqlc.narg('sender'), @secret_index, @body_sha256, @now::timestamptz, @now::timestamptz, 'received'
+    sqlc.narg('repository'), sqlc.narg('sender'), @secret_index, @body_sha256, @now::timestamptz, @now::timestamptz,
+    @outcome, sqlc.narg('reason'), sqlc.narg('entry_id'), sqlc.narg('qualified_id'), sqlc.narg('generation')
 )
 ON CONFLICT (delivery_id) DO UPDATE
     SET attempts = deliveries.attempts + 1, last_received_at = EXCLUDED.last_received_at

@@ -30,9 +30,11 @@ SELECT * FROM work_items WHERE id = @id;
 -- The entry that blocks a new generation of canonical_id: a live v2 entry
 -- (highest generation first), else a pending or held legacy one.
 SELECT * FROM work_items
+-- The two arms of the OR are the two partial indexes on canonical_id:
+-- work_items_live_subject (v2) and work_items_live_legacy.
 WHERE canonical_id = @canonical_id::text
   AND status IN ('pending', 'assigned', 'held')
-  AND (subject_generation IS NOT NULL OR status IN ('pending', 'held'))
+  AND ((subject_generation IS NOT NULL) OR (subject_generation IS NULL AND status IN ('pending', 'held')))
 ORDER BY subject_generation DESC NULLS LAST, position
 LIMIT 1;
 
@@ -53,13 +55,9 @@ RETURNING *;
 -- The next due pending entries in queue order after position @after. SKIP
 -- LOCKED keeps concurrent leasers from waiting on each other or seeing the
 -- same row; a lease asks for only as many as it can still hand out, so it
--- locks no more rows than it needs.
-SELECT * FROM work_items
-WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= @now::timestamptz)
-  AND position > @after::bigint
-ORDER BY position
-LIMIT @scan
-FOR UPDATE SKIP LOCKED;
+-- locks no more rows than it needs. The function (migration 00009) keeps the
+-- plan on the pending index whatever the statistics say.
+SELECT * FROM work_item_lease_candidates(@now::timestamptz, @after::bigint, @scan::integer);
 
 -- name: WorkItemGrantIdentity :one
 -- Gives a legacy entry v2 identity when the v2 lease reaches it.
@@ -217,7 +215,9 @@ SELECT * FROM work_items WHERE id = @id FOR UPDATE;
 -- A closed subject: its pending and held items finish cancelled.
 UPDATE work_items
 SET status = 'cancelled', finished_at = @now::timestamptz
+-- Each arm of the OR is served by one partial index on canonical_id.
 WHERE canonical_id = @canonical_id::text AND status IN ('pending', 'held')
+  AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
 RETURNING *;
 
 -- name: WorkItemRequestCancel :many
@@ -225,6 +225,7 @@ RETURNING *;
 UPDATE work_items
 SET cancel_requested_at = @now::timestamptz
 WHERE canonical_id = @canonical_id::text AND status = 'assigned' AND cancel_requested_at IS NULL
+  AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
 RETURNING *;
 
 -- name: WorkItemFinishCancelled :one
@@ -278,7 +279,7 @@ UNION ALL
 (SELECT 'subject'::text AS why, sqlc.embed(s) FROM work_items s
  WHERE s.canonical_id = @canonical_id::text
    AND s.status IN ('pending', 'assigned', 'held')
-   AND (s.subject_generation IS NOT NULL OR s.status IN ('pending', 'held'))
+   AND ((s.subject_generation IS NOT NULL) OR (s.subject_generation IS NULL AND s.status IN ('pending', 'held')))
    AND s.id NOT IN (SELECT id FROM swept)
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
