@@ -55,7 +55,7 @@ func Kinds() []Kind {
 	return []Kind{KindGetApp, KindAccessToken, KindManifest, KindGetRepo, KindGetRef, KindCreateRef,
 		KindUpdateRef, KindGetCommit, KindCreateCommit, KindGetTree, KindListPulls, KindCreatePull,
 		KindGetPull, KindCreateCheckRun, KindGetCheckRun, KindUpdateCheckRun, KindListAnnotations,
-		KindListCheckRunsForRef}
+		KindListCheckRunsForRef, KindListHookDeliveries, KindRedeliverHook}
 }
 
 // Default identity of the fake's GitHub App.
@@ -155,6 +155,7 @@ type Server struct {
 	faults        faults
 	rate          map[string]*rateBucket
 	reqSeq        int64
+	hooks         hookLog // the App webhook and its delivery log (hooks.go)
 }
 
 // New starts a fake GitHub and registers its shutdown with tb.Cleanup. It
