@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,21 +133,18 @@ func issue(t *testing.T, action string, n int) []byte {
 	return b
 }
 
-// requestsPerGUID counts the redelivery requests the fake received, by the
-// guid of the attempt each named.
-func (h *recHarness) requestsPerGUID() map[string]int {
-	guidOf := map[string]string{}
-	for _, a := range h.gh.HookAttempts() {
-		guidOf[strconv.FormatInt(a.ID, 10)] = a.GUID
-	}
-	out := map[string]int{}
-	for _, r := range h.gh.Requests() {
-		if r.Kind == githubtest.KindRedeliverHook {
-			id := strings.TrimSuffix(strings.TrimPrefix(r.Path, "/app/hook/deliveries/"), "/attempts")
-			out[guidOf[id]]++
+// wantRequestedOnce checks that exactly the guids were requested, once each.
+func wantRequestedOnce(t *testing.T, gh *githubtest.Server, guids []string) {
+	t.Helper()
+	got := gh.RedeliveryRequests()
+	for _, g := range guids {
+		if got[g] != 1 {
+			t.Errorf("delivery %s requested %d times, want 1", g, got[g])
 		}
 	}
-	return out
+	if len(got) != len(guids) {
+		t.Errorf("%d deliveries requested, want %d: %v", len(got), len(guids), got)
+	}
 }
 
 func (h *recHarness) count(t *testing.T, query string, args ...any) int {
@@ -238,20 +233,7 @@ func TestReconcilerRecoversMissedDeliveries(t *testing.T) {
 	wg.Wait()
 	h.gh.WaitRedeliveries()
 
-	got := h.requestsPerGUID()
-	for _, g := range missed {
-		if got[g] != 1 {
-			t.Errorf("missed delivery %s requested %d times, want 1", g, got[g])
-		}
-	}
-	for _, g := range delivered {
-		if got[g] != 0 {
-			t.Errorf("delivered %s requested %d times, want 0", g, got[g])
-		}
-	}
-	if len(got) != len(missed) {
-		t.Errorf("%d guids requested, want %d", len(got), len(missed))
-	}
+	wantRequestedOnce(t, h.gh, missed) // and none of the delivered ones
 	if items := h.count(t, `SELECT count(*) FROM work_items`); items != stopped+dbDown+fine {
 		t.Errorf("%d work items, want %d (each issue once)", items, stopped+dbDown+fine)
 	}
@@ -310,15 +292,7 @@ func TestReconcilerManyInstances(t *testing.T) {
 	close(start)
 	wg.Wait()
 	h.gh.WaitRedeliveries()
-	got := h.requestsPerGUID()
-	for _, g := range missed {
-		if got[g] != 1 {
-			t.Errorf("guid %s requested %d times, want 1", g, got[g])
-		}
-	}
-	if len(got) != len(missed) {
-		t.Errorf("%d guids requested, want %d", len(got), len(missed))
-	}
+	wantRequestedOnce(t, h.gh, missed)
 	t.Logf("%d of 24 scans skipped: another held the lock", skipped.Load())
 }
 
@@ -407,12 +381,7 @@ func TestReconcilerSkipsRejected(t *testing.T) {
 	if items := h.count(t, `SELECT count(*) FROM work_items`); items != len(rejected) {
 		t.Fatalf("%d items after include-rejected, want %d", items, len(rejected))
 	}
-	got := h.requestsPerGUID()
-	for _, g := range rejected {
-		if got[g] != 1 {
-			t.Errorf("guid %s requested %d times, want 1", g, got[g])
-		}
-	}
+	wantRequestedOnce(t, h.gh, rejected)
 }
 
 // TestReconcilerIgnoresIrrelevant: events gitlease does not act on are
@@ -439,7 +408,7 @@ func TestReconcilerIgnoresIrrelevant(t *testing.T) {
 			if labelTrigger {
 				want = 1
 			}
-			if got := h.requestsPerGUID(); got[labeled.GUID] != want || len(got) != want {
+			if got := h.gh.RedeliveryRequests(); got[labeled.GUID] != want || len(got) != want {
 				t.Fatalf("requests %v, want only the labeled delivery %d times", got, want)
 			}
 			if rep.Count(github.OutcomeIrrelevant) != 4-want {
@@ -484,7 +453,7 @@ func TestReconcilerWindow(t *testing.T) {
 		t.Fatalf("scan read %d pages (%d list calls), %d attempts; want 3 pages, 251 attempts",
 			rep.Pages, h.gh.Count(githubtest.KindListHookDeliveries), rep.Attempts)
 	}
-	got := h.requestsPerGUID()
+	got := h.gh.RedeliveryRequests()
 	if got[missed.GUID] != 1 || len(got) != 1 {
 		t.Fatalf("requests %v, want only %s once", got, missed.GUID)
 	}
@@ -556,7 +525,7 @@ func TestReconcilerGivesUp(t *testing.T) {
 	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
 		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
-	if got := h.requestsPerGUID()[a.GUID]; got != github.MaxRedeliveryRequests {
+	if got := h.gh.RedeliveryRequests()[a.GUID]; got != github.MaxRedeliveryRequests {
 		t.Fatalf("%d requests, want %d", got, github.MaxRedeliveryRequests)
 	}
 	if metrics.get(github.ResultUnrecoverable) != 1 || metrics.get(github.ResultRequested) != 3 {
@@ -596,7 +565,7 @@ func TestReconcilerCommittedTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.gh.WaitRedeliveries()
-	if got := h.requestsPerGUID(); len(got) != 1 || got[b.GUID] != 1 {
+	if got := h.gh.RedeliveryRequests(); len(got) != 1 || got[b.GUID] != 1 {
 		t.Fatalf("requests %v (findings %+v), want only %s", got, rep.Findings, b.GUID)
 	}
 }

@@ -142,6 +142,27 @@ func (s *Server) HookAttempts() []HookAttempt {
 	return out
 }
 
+// RedeliveryRequests counts the redelivery requests received
+// (POST /app/hook/deliveries/{id}/attempts, whatever their answer), by the
+// guid of the attempt each named ("" for an unknown attempt).
+func (s *Server) RedeliveryRequests() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range s.requests {
+		if r.Kind != KindRedeliverHook {
+			continue
+		}
+		id, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(r.Path, "/app/hook/deliveries/"), "/attempts"), 10, 64)
+		guid := ""
+		if i, ok := s.hooks.byID[id]; ok {
+			guid = s.hooks.attempts[i].GUID
+		}
+		out[guid]++
+	}
+	return out
+}
+
 // WaitRedeliveries waits until every redelivery requested so far has been
 // attempted and recorded (GitHub redelivers after it answers 202).
 func (s *Server) WaitRedeliveries() { s.hooks.inflight.Wait() }

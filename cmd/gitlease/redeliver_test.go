@@ -123,16 +123,7 @@ func TestServeRedeliversWhatItMissed(t *testing.T) {
 		t.Fatalf("%d items after --include-rejected, want %d", items(), missed+rejected)
 	}
 	// Every guid was requested exactly once, by serve or by the command.
-	per := map[string]int{}
-	guidOf := map[string]string{}
-	for _, a := range gh.HookAttempts() {
-		guidOf[fmt.Sprint(a.ID)] = a.GUID
-	}
-	for _, r := range gh.Requests() {
-		if r.Kind == githubtest.KindRedeliverHook {
-			per[guidOf[strings.TrimSuffix(strings.TrimPrefix(r.Path, "/app/hook/deliveries/"), "/attempts")]]++
-		}
-	}
+	per := gh.RedeliveryRequests()
 	if len(per) != missed+rejected {
 		t.Fatalf("%d guids requested, want %d: %v", len(per), missed+rejected, per)
 	}
