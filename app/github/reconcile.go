@@ -282,6 +282,9 @@ func (r *Reconciler) Scan(ctx context.Context, opts ScanOptions) (Report, error)
 	}
 	var stopErr error
 	for _, g := range failed {
+		if stopErr == nil && ctx.Err() != nil {
+			stopErr = fmt.Errorf("redelivery scan: %w", ctx.Err())
+		}
 		f := g.finding()
 		if st := stateOf[g.guid]; st != nil {
 			f.Requests = int(st.Requests)
@@ -292,7 +295,7 @@ func (r *Reconciler) Scan(ctx context.Context, opts ScanOptions) (Report, error)
 		case !webhook.Acts(f.Event, f.Action, r.cfg.LabelTrigger):
 			f.Outcome = OutcomeIrrelevant
 		case stopErr != nil:
-			f.Outcome, f.Detail = OutcomeRequestFailed, "not tried: GitHub limits the App's requests"
+			f.Outcome, f.Detail = OutcomeRequestFailed, "not tried: "+stopErr.Error()
 		default:
 			if err := r.decide(ctx, client, &f, stateOf[g.guid], opts, now); err != nil {
 				stopErr = err
@@ -581,4 +584,39 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// Redelivery is the reconciler's record of one delivery it requested,
+// skipped or gave up on, for operators (the dashboard).
+type Redelivery struct {
+	GUID, Event, Action string
+	// Requests is how many redeliveries were requested; Result the last
+	// state (a Result* constant, "request_failed", or "requesting" while a
+	// request is under way).
+	Requests       int
+	Result         string
+	Detail         string
+	LastAttemptID  int64
+	LastStatusCode int
+	FirstSeenAt    time.Time
+	UpdatedAt      time.Time
+}
+
+// RecentRedeliveries returns up to limit of the reconciler's records
+// changed since since, newest first. It returns an error when db cannot be
+// read.
+func RecentRedeliveries(ctx context.Context, db dbq.DBTX, since time.Time, limit int) ([]Redelivery, error) {
+	rows, err := dbq.New().RedeliveryList(ctx, db, dbq.RedeliveryListParams{Since: since, Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list redeliveries: %w", err)
+	}
+	out := make([]Redelivery, len(rows))
+	for i, r := range rows {
+		out[i] = Redelivery{
+			GUID: r.Guid, Event: r.Event, Action: deref(r.Action), Requests: int(r.Requests), Result: r.Result,
+			Detail: deref(r.Detail), LastAttemptID: r.LastAttemptID, LastStatusCode: int(r.LastStatusCode),
+			FirstSeenAt: r.FirstSeenAt, UpdatedAt: r.UpdatedAt,
+		}
+	}
+	return out, nil
 }

@@ -337,6 +337,31 @@ func TestRedeliveryClaimIsExclusive(t *testing.T) {
 	}
 }
 
+// TestRedeliveryClaimStale: a claim whose answer was never recorded (its
+// process died) blocks other claims until it is stale, then one may take
+// it over.
+func TestRedeliveryClaimStale(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	q := dbq.New()
+	claimed := time.Now()
+	claim := func(now time.Time) error {
+		_, err := q.RedeliveryClaim(context.Background(), pool, dbq.RedeliveryClaimParams{
+			Guid: "g-stale", Event: "issues", AttemptID: 1, Now: now, StaleBefore: now.Add(-10 * time.Minute),
+		})
+		return err
+	}
+	if err := claim(claimed); err != nil {
+		t.Fatal(err)
+	}
+	if err := claim(claimed.Add(time.Minute)); !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("a fresh claim was taken over: %v", err)
+	}
+	if err := claim(claimed.Add(11 * time.Minute)); err != nil {
+		t.Fatalf("a stale claim was not taken over: %v", err)
+	}
+}
+
 // TestReconcilerSkipsRejected: deliveries gitlease answered 401 (GitHub
 // signing with a secret gitlease does not know) are shown, counted once and
 // not requested, until --include-rejected after the secret is fixed.
@@ -530,6 +555,13 @@ func TestReconcilerGivesUp(t *testing.T) {
 	}
 	if metrics.get(github.ResultUnrecoverable) != 1 || metrics.get(github.ResultRequested) != 3 {
 		t.Fatalf("metrics %v", metrics.counts)
+	}
+	recent, err := github.RecentRedeliveries(context.Background(), h.pool, time.Now().Add(-time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recent) != 1 || recent[0].GUID != a.GUID || recent[0].Result != github.ResultUnrecoverable || recent[0].Requests != 3 {
+		t.Fatalf("recent redeliveries %+v", recent)
 	}
 }
 
