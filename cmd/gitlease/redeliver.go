@@ -91,6 +91,9 @@ func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	rep, err := rec.Scan(ctx, github.ScanOptions{Since: *since, GUID: *guid, DryRun: *dryRun, IncludeRejected: *includeRejected, Wait: true})
 	printReport(stdout, rep, *dryRun)
+	if *guid != "" && len(rep.Findings) == 0 && err == nil {
+		fmt.Fprintf(stdout, "delivery %s has no failed attempt in the log since %s: it succeeded, or is older (see --since)\n", *guid, rep.From.UTC().Format(time.RFC3339))
+	}
 	if err != nil {
 		return fmt.Errorf("redelivery scan: %w", err)
 	}
