@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
 	"github.com/gitlease/gitlease/db/dbtest"
 )
@@ -161,5 +162,27 @@ func TestRedeliverConfig(t *testing.T) {
 	cfg, err := loadConfig("serve", []string{"--redeliver-interval", "0", "--delivery-retention", "72h"}, true, io.Discard)
 	if err != nil || cfg.RedeliverInterval != 0 || cfg.RedeliverLookback != 72*time.Hour {
 		t.Fatalf("interval 0: %+v, %v", cfg, err)
+	}
+}
+
+func TestPrintReport(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	rep := github.Report{From: at.Add(-24 * time.Hour), Pages: 2, Attempts: 130, GUIDs: 120, Findings: []github.Finding{
+		{GUID: "g-1", Event: "issues", Action: "opened", StatusCode: 0, Status: "failed to connect", DeliveredAt: at, Attempts: 1, Requests: 1, Outcome: github.ResultRequested},
+		{GUID: "g-2", Event: "push", StatusCode: 503, Status: "Invalid HTTP Response: 503", DeliveredAt: at, Attempts: 2, Outcome: github.OutcomeIrrelevant},
+	}}
+	var b strings.Builder
+	printReport(&b, rep, false)
+	out := b.String()
+	for _, want := range []string{
+		"GUID  EVENT   ACTION  LAST ATTEMPT",
+		"g-1   issues  opened  2026-05-01T12:00:00Z  0 (failed to connect)",
+		"g-2   push    -       2026-05-01T12:00:00Z  503",
+		"scanned 130 attempts of 120 deliveries since 2026-04-30T12:00:00Z in 2 pages; 2 without a successful attempt: 1 requested, 0 recorded by gitlease, 0 rejected as bad input, 1 irrelevant\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
 	}
 }
