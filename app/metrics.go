@@ -24,6 +24,9 @@ type Metrics struct {
 	queueOps   *prometheus.HistogramVec
 	github     *prometheus.CounterVec
 	httpReqs   *prometheus.HistogramVec
+	// The redelivery reconciler's (SPEC §6.1).
+	redeliveries *prometheus.CounterVec
+	lastScan     prometheus.Gauge
 }
 
 // NewMetrics registers gitlease's metrics, plus Go and process metrics, and
@@ -49,8 +52,19 @@ func NewMetrics(pool *pgxpool.Pool) *Metrics {
 			Help:    "HTTP requests served, by route and status code.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "code"}),
+		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gitlease_redeliveries_total",
+			Help: "Webhook deliveries the redelivery reconciler acted on, by result (requested, rejected_skipped, unrecoverable, github_refused).",
+		}, []string{"result"}),
+		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gitlease_redelivery_last_scan_timestamp_seconds",
+			Help: "Unix time of the redelivery reconciler's last successful scan of GitHub's delivery log (0: none yet).",
+		}),
 	}
-	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs,
+	for _, r := range []string{"requested", "rejected_skipped", "unrecoverable", "github_refused"} {
+		m.redeliveries.WithLabelValues(r) // every result shows from the start, at 0
+	}
+	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs, m.redeliveries, m.lastScan,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&dbCollector{pool: pool, q: dbq.New()})
 	return m
@@ -58,6 +72,14 @@ func NewMetrics(pool *pgxpool.Pool) *Metrics {
 
 // Delivery counts one answered webhook delivery.
 func (m *Metrics) Delivery(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() }
+
+// Redelivery counts one delivery the redelivery reconciler reached result
+// for (github.RedeliveryMetrics).
+func (m *Metrics) Redelivery(result string) { m.redeliveries.WithLabelValues(result).Inc() }
+
+// RedeliveryScan records the time of a successful redelivery scan
+// (github.RedeliveryMetrics).
+func (m *Metrics) RedeliveryScan(at time.Time) { m.lastScan.Set(float64(at.UnixNano()) / 1e9) }
 
 // QueueOp records one queue operation (for queue.Config.OnOp).
 func (m *Metrics) QueueOp(op string, d time.Duration, err error) {

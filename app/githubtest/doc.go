@@ -34,6 +34,16 @@
 // raw_details is at most 64 KB, a ref name must be a valid Git ref name, the
 // objects a request names must exist, ...) are checked by hand.
 //
+// The App's webhook is served too (hooks.go): SetWebhook points it at a URL
+// and Deliver sends a signed delivery there as GitHub does, recording each
+// attempt in the App's delivery log the way GitHub records it ("OK" on a
+// 2xx answer, status code 0 when none came). GET /app/hook/deliveries lists
+// the attempts of the last 3 days (by SetHookClock's clock) newest first,
+// per_page at most 100, with the next page's cursor in the Link header, and
+// POST /app/hook/deliveries/{id}/attempts redelivers one (202, then a new
+// attempt of the same guid and payload with redelivery true; 422 when it is
+// older than 3 days).
+//
 // Fault injection (FailNext, FailEach, SecondaryRateLimit, PrimaryRateLimit,
 // LoseResponses, FailRate) makes requests fail before they have any effect,
 // or, with LoseResponses, after their effect (the response is lost), so tests

@@ -17,6 +17,9 @@ func (s *Server) routes() []*route {
 			op: "POST /app/installations/{installation_id}/access_tokens", auth: authJWT, handle: s.handleAccessToken},
 		{kind: KindManifest, pattern: "POST /app-manifests/{code}/conversions",
 			op: "POST /app-manifests/{code}/conversions", auth: authNone, handle: s.handleManifest},
+		{kind: KindListHookDeliveries, pattern: "GET /app/hook/deliveries", op: "GET /app/hook/deliveries", auth: authJWT, handle: s.handleListHookDeliveries},
+		{kind: KindRedeliverHook, pattern: "POST /app/hook/deliveries/{delivery_id}/attempts",
+			op: "POST /app/hook/deliveries/{delivery_id}/attempts", auth: authJWT, write: true, handle: s.handleRedeliverHook},
 
 		{kind: KindGetRepo, pattern: "GET " + repo, op: "GET /repos/{owner}/{repo}",
 			auth: authInstallation, perm: "metadata", handle: s.handleGetRepo},

@@ -54,7 +54,7 @@ func Kinds() []Kind {
 	return []Kind{KindGetApp, KindAccessToken, KindManifest, KindGetRepo, KindGetRef, KindCreateRef,
 		KindUpdateRef, KindGetCommit, KindCreateCommit, KindGetTree, KindListPulls, KindCreatePull,
 		KindGetPull, KindCreateCheckRun, KindGetCheckRun, KindUpdateCheckRun, KindListAnnotations,
-		KindListCheckRunsForRef}
+		KindListCheckRunsForRef, KindListHookDeliveries, KindRedeliverHook}
 }
 
 // Default identity of the fake's GitHub App.
@@ -181,6 +181,7 @@ type Server struct {
 	faults        faults
 	rate          map[string]*rateBucket
 	reqSeq        int64
+	hooks         hookLog // the App webhook and its delivery log (hooks.go)
 }
 
 // Reporter receives the fake's violations (Errorf) and the misuse of its

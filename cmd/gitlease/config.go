@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/setup"
 
 	"github.com/gitlease/gitlease/app"
@@ -48,6 +49,10 @@ type config struct {
 	PublicURL      string
 	// DeliveryRetention is how long webhook delivery records are kept.
 	DeliveryRetention time.Duration
+	// RedeliverInterval is the time between redelivery scans (0: none);
+	// RedeliverLookback how far back the first one looks (SPEC §6.1).
+	RedeliverInterval time.Duration
+	RedeliverLookback time.Duration
 }
 
 // setting is one configurable value: its env var, its flag and its help.
@@ -72,7 +77,9 @@ var settings = []setting{
 	{env: "GITLEASE_WORKER_SLOTS", flag: "worker-slots", def: "5", help: "built-in worker slots (0 disables it; 1..5)"},
 	{env: "GITLEASE_WORKER_EXEC", flag: "worker-exec", help: "shell command (sh -c) the built-in worker runs per leased item"},
 	{env: "GITLEASE_MIGRATE", flag: "migrate", def: "true", help: "apply migrations at start"},
-	{env: "GITLEASE_DELIVERY_RETENTION", flag: "delivery-retention", def: "720h", help: "how long webhook delivery records are kept (Go duration)"},
+	{env: "GITLEASE_DELIVERY_RETENTION", flag: "delivery-retention", def: "720h", help: "how long webhook delivery records are kept (Go duration, at least 72h)"},
+	{env: "GITLEASE_REDELIVER_INTERVAL", flag: "redeliver-interval", def: "5m", help: "how often the redelivery reconciler scans GitHub's delivery log (0 disables it)"},
+	{env: "GITLEASE_REDELIVER_LOOKBACK", flag: "redeliver-lookback", def: "72h", help: "how far back the first redelivery scan looks (at most 72h)"},
 	{env: "GITLEASE_PUBLIC_URL", flag: "public-url", help: "the server's public base URL, for the GitHub App manifest at /setup (default: from each request's Host)"},
 }
 
@@ -158,6 +165,17 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	if c.DeliveryRetention, err = time.ParseDuration(get("GITLEASE_DELIVERY_RETENTION")); err != nil || c.DeliveryRetention <= 0 {
 		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%q is not a positive Go duration", get("GITLEASE_DELIVERY_RETENTION"))}
+	}
+	// A delivery record pruned while GitHub still lists the delivery would
+	// make the redelivery reconciler request it again.
+	if c.DeliveryRetention < github.MinDeliveryRetention {
+		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%s is shorter than %s: delivery records must outlive GitHub's delivery log", c.DeliveryRetention, github.MinDeliveryRetention)}
+	}
+	if c.RedeliverInterval, err = time.ParseDuration(get("GITLEASE_REDELIVER_INTERVAL")); err != nil || c.RedeliverInterval < 0 {
+		return c, &configError{Setting: "GITLEASE_REDELIVER_INTERVAL", Problem: fmt.Sprintf("%q is not a Go duration of 0 or more", get("GITLEASE_REDELIVER_INTERVAL"))}
+	}
+	if c.RedeliverLookback, err = time.ParseDuration(get("GITLEASE_REDELIVER_LOOKBACK")); err != nil || c.RedeliverLookback <= 0 || c.RedeliverLookback > github.MaxRedeliverLookback {
+		return c, &configError{Setting: "GITLEASE_REDELIVER_LOOKBACK", Problem: fmt.Sprintf("%q is not a Go duration from 1ns to %s (GitHub keeps deliveries 3 days)", get("GITLEASE_REDELIVER_LOOKBACK"), github.MaxRedeliverLookback)}
 	}
 	if v := get("GITLEASE_PUBLIC_URL"); v != "" {
 		if c.PublicURL, err = setup.ParsePublicURL(v); err != nil {

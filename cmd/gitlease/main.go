@@ -34,6 +34,7 @@ Commands:
   plugin    speak the queue protocol over stdio against DATABASE_URL
   worker    a remote worker: lease over /rpc and run --exec per item (--url, --token)
   deliver   sign a payload file and POST it as a GitHub delivery (--event E FILE)
+  redeliver scan GitHub's delivery log once and redeliver what failed (--since, --guid, --dry-run, --include-rejected)
   manifest  print the GitHub App manifest as JSON (--url https://your.host)
   version   print the version
 
@@ -73,6 +74,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runDev(ctx, rest, stdout, stderr, logger)
 	case "deliver":
 		err = runDeliver(ctx, rest, stdout, stderr)
+	case "redeliver":
+		err = runRedeliver(ctx, rest, stdout, stderr, logger)
 	case "manifest":
 		err = runManifest(rest, stdout, stderr)
 	case "help", "--help", "-h":

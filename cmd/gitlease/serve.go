@@ -173,12 +173,21 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	defer builtin.stop()
+	// The reconciler starts once the server listens, so the redeliveries
+	// it asks for find it answering.
+	reconciler, err := startReconciler(ctx, cfg, pool, gh, metrics, logger)
+	if err != nil {
+		httpSrv.Close()
+		return err
+	}
+	defer reconciler.Stop()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
+	reconciler.Stop()
 	// Stop leasing first: running commands' grace period runs while the
 	// HTTP server drains.
 	builtin.stopLeasing()

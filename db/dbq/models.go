@@ -55,6 +55,27 @@ type Outbox struct {
 	FinishedAt  *time.Time
 }
 
+type Redelivery struct {
+	Guid           string
+	Event          string
+	Action         *string
+	InstallationID *int64
+	RepositoryID   *int64
+	Requests       int32
+	LastAttemptID  int64
+	LastStatusCode int32
+	Result         string
+	Detail         *string
+	FirstSeenAt    time.Time
+	UpdatedAt      time.Time
+}
+
+type RedeliveryScan struct {
+	ID        int16
+	HighWater time.Time
+	ScannedAt time.Time
+}
+
 type SubjectGeneration struct {
 	QualifiedID    string
 	LastGeneration int64

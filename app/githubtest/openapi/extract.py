@@ -17,6 +17,8 @@ OPERATIONS = [
     ("get", "/app"),
     ("post", "/app/installations/{installation_id}/access_tokens"),
     ("post", "/app-manifests/{code}/conversions"),
+    ("get", "/app/hook/deliveries"),
+    ("post", "/app/hook/deliveries/{delivery_id}/attempts"),
     ("get", "/repos/{owner}/{repo}"),
     ("get", "/repos/{owner}/{repo}/git/ref/{ref}"),
     ("post", "/repos/{owner}/{repo}/git/refs"),
