@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -456,12 +457,12 @@ func TestRetryFailedGitHubWrite(t *testing.T) {
 }
 
 // reconciler is a Reconciler that counts its scans.
-type reconciler struct{ scans int }
+type reconciler struct{ scans atomic.Int64 }
 
-func (r *reconciler) ScanNow(context.Context) error { r.scans++; return nil }
+func (r *reconciler) ScanNow(context.Context) error { r.scans.Add(1); return nil }
 
 func (r *reconciler) Status(context.Context) (ReconcileStatus, error) {
-	return ReconcileStatus{LastScan: time.Now(), Missed: int64(3 + r.scans), Redelivered: 2, Unrecoverable: 1}, nil
+	return ReconcileStatus{LastScan: time.Now(), Missed: 3 + r.scans.Load(), Redelivered: 2, Unrecoverable: 1}, nil
 }
 
 func TestScanNow(t *testing.T) {
@@ -478,8 +479,8 @@ func TestScanNow(t *testing.T) {
 	if r := b.get("/ui/"); !strings.Contains(r.body, "Scan now") || !strings.Contains(r.body, "unrecoverable") {
 		t.Fatal("the overview does not show the reconciler")
 	}
-	if r := b.post("/ui/scan", url.Values{"csrf": {b.csrf()}}); r.code != http.StatusSeeOther || rec.scans != 1 {
-		t.Fatalf("scan = %d, scans %d", r.code, rec.scans)
+	if r := b.post("/ui/scan", url.Values{"csrf": {b.csrf()}}); r.code != http.StatusSeeOther || rec.scans.Load() != 1 {
+		t.Fatalf("scan = %d, scans %d", r.code, rec.scans.Load())
 	}
 	if r := b.get("/ui/?done=scan"); !strings.Contains(r.body, "The scan for missed deliveries ran.") || !strings.Contains(r.body, ">4<") {
 		t.Error("the overview after a scan does not say so")
