@@ -54,6 +54,7 @@ type devState struct {
 	PostgresPort  int    `json:"postgres_port"`
 	WebhookSecret string `json:"webhook_secret"`
 	RPCToken      string `json:"rpc_token"`
+	UIToken       string `json:"ui_token"`
 }
 
 // runDev is `gitlease dev`: it starts (or reuses) a local PostgreSQL under
@@ -116,9 +117,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if cfg.RPCToken == "" {
 		cfg.RPCToken = app.Secret(state.RPCToken)
 	}
+	if cfg.UIToken == "" {
+		cfg.UIToken = app.Secret(state.UIToken)
+	}
 	dryRun := !hasGitHubCredentials(cfg)
 	ready := func(addr string) {
 		printDevBanner(stdout, addr, string(cfg.WebhookSecrets[0]), string(cfg.RPCToken), pg, dryRun)
+		printDevDashboard(stdout, addr, string(cfg.UIToken))
 	}
 	if err := serve(ctx, cfg, logger, ready, githubDryRun); err != nil {
 		return err
@@ -177,7 +182,11 @@ func setUpDevPostgres(ctx context.Context, stateDir string, logger *slog.Logger)
 		return nil, devState{}, err
 	}
 
-	pg, err := newLocalPG(stateDir, logger)
+	home, err := devPGHome(stateDir)
+	if err != nil {
+		return nil, devState{}, err
+	}
+	pg, err := newLocalPG(home, logger)
 	if err != nil {
 		return nil, state, err
 	}
@@ -296,6 +305,11 @@ func loadDevState(path string) (devState, error) {
 	if st.RPCToken == "" {
 		if st.RPCToken, err = randomHex(32); err != nil {
 			return st, fmt.Errorf("generate RPC token: %w", err)
+		}
+	}
+	if st.UIToken == "" {
+		if st.UIToken, err = randomHex(16); err != nil {
+			return st, fmt.Errorf("generate dashboard token: %w", err)
 		}
 	}
 	return st, nil
@@ -826,10 +840,8 @@ gitlease dev is ready.
 
 Try:
   curl -s -H "Authorization: Bearer %[3]s" -d '{"jsonrpc":"2.0","id":1,"method":"queue/stats"}' %[1]s/rpc
-  gitlease deliver --event issues --secret %[2]s --url %[1]s/webhook testdata/payloads/issues-opened.json
-
-Ctrl-C stops it.
-`, base, secret, token, pg.url(devDatabase), pgNote, pg.dataDir, ghNote)
+  %[8]s deliver --event issues --secret %[2]s --url %[1]s/webhook testdata/payloads/issues-opened.json
+`, base, secret, token, pg.url(devDatabase), pgNote, pg.dataDir, ghNote, devCommand())
 }
 
 // hasProgram reports whether name is on PATH.
