@@ -36,6 +36,12 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return ago(now().Sub(v))
 		},
+		"due": func(t time.Time) string {
+			if !t.After(now()) {
+				return "due now"
+			}
+			return ago(now().Sub(t))
+		},
 		"short": func(s string) string {
 			if len(s) > 8 {
 				return s[:8]
