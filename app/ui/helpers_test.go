@@ -43,7 +43,7 @@ func (c *clock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.n
 
 // fixture is a dashboard over a fresh migrated database, served by httptest.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	pool  *pgxpool.Pool
 	store *queue.Store
 	ui    *UI
@@ -52,7 +52,7 @@ type fixture struct {
 	q     *dbq.Queries
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	pool := dbtest.New(t)
 	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
@@ -63,11 +63,16 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &fixture{t: t, pool: pool, store: store, ui: u, srv: serve(t, u), clk: clk, q: dbq.New()}
+}
+
+// serve serves u's routes on a test server closed when the test ends.
+func serve(t testing.TB, u *UI) *httptest.Server {
 	e := echo.New()
 	u.Register(e)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, pool: pool, store: store, ui: u, srv: srv, clk: clk, q: dbq.New()}
+	return srv
 }
 
 func adminConfig() Config { return Config{AdminToken: adminToken, ViewToken: viewToken} }

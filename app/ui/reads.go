@@ -103,9 +103,18 @@ func (u *UI) readItems(ctx context.Context, f itemFilter) ([]itemRow, error) {
 				out = append(out, rowOf(r.WorkItem, r.PrNumber, r.PrUrl, r.CheckRunID, now))
 			}
 		}
+	case f.Repository != "":
+		rows, err := u.q.UIWorkItemsOfRepository(ctx, u.pool, dbq.UIWorkItemsOfRepositoryParams{
+			Repository: f.Repository, Status: f.Status, Kind: f.Kind, BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Lim: lim})
+		if err != nil {
+			return nil, fmt.Errorf("list items of %s: %w", f.Repository, err)
+		}
+		for _, r := range rows {
+			out = append(out, rowOf(r.WorkItem, r.PrNumber, r.PrUrl, r.CheckRunID, now))
+		}
 	case f.Status != "":
 		rows, err := u.q.UIWorkItemsNewestByStatus(ctx, u.pool, dbq.UIWorkItemsNewestByStatusParams{
-			Status: f.Status, BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Repository: f.Repository, Lim: lim})
+			Status: f.Status, BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Lim: lim})
 		if err != nil {
 			return nil, fmt.Errorf("list %s items: %w", f.Status, err)
 		}
@@ -114,7 +123,7 @@ func (u *UI) readItems(ctx context.Context, f itemFilter) ([]itemRow, error) {
 		}
 	default:
 		rows, err := u.q.UIWorkItemsNewest(ctx, u.pool, dbq.UIWorkItemsNewestParams{
-			BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Repository: f.Repository, Lim: lim})
+			BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Lim: lim})
 		if err != nil {
 			return nil, fmt.Errorf("list items: %w", err)
 		}

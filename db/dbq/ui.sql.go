@@ -418,17 +418,15 @@ SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subj
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE (w.enqueued_at, w.id) < ($1::timestamptz, $2::uuid)
   AND ($3::text = '' OR starts_with(w.canonical_id, $3::text || ':'))
-  AND ($4::text = '' OR lower(w.dispatch #>> '{subject,metadata,repository}') = lower($4::text))
 ORDER BY w.enqueued_at DESC, w.id DESC
-LIMIT $5
+LIMIT $4
 `
 
 type UIWorkItemsNewestParams struct {
-	BeforeAt   time.Time
-	BeforeID   uuid.UUID
-	Kind       string
-	Repository string
-	Lim        int32
+	BeforeAt time.Time
+	BeforeID uuid.UUID
+	Kind     string
+	Lim      int32
 }
 
 type UIWorkItemsNewestRow struct {
@@ -439,14 +437,13 @@ type UIWorkItemsNewestRow struct {
 	Branch     *string
 }
 
-// A newest-first keyset page of items, optionally of one kind or
-// repository; the first page passes the largest possible cursor.
+// A newest-first keyset page of items, optionally of one kind; the first
+// page passes the largest possible cursor.
 func (q *Queries) UIWorkItemsNewest(ctx context.Context, db DBTX, arg UIWorkItemsNewestParams) ([]UIWorkItemsNewestRow, error) {
 	rows, err := db.Query(ctx, uIWorkItemsNewest,
 		arg.BeforeAt,
 		arg.BeforeID,
 		arg.Kind,
-		arg.Repository,
 		arg.Lim,
 	)
 	if err != nil {
@@ -514,18 +511,16 @@ FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE w.status = $1::text
   AND (w.enqueued_at, w.id) < ($2::timestamptz, $3::uuid)
   AND ($4::text = '' OR starts_with(w.canonical_id, $4::text || ':'))
-  AND ($5::text = '' OR lower(w.dispatch #>> '{subject,metadata,repository}') = lower($5::text))
 ORDER BY w.status, w.enqueued_at DESC, w.id DESC
-LIMIT $6
+LIMIT $5
 `
 
 type UIWorkItemsNewestByStatusParams struct {
-	Status     string
-	BeforeAt   time.Time
-	BeforeID   uuid.UUID
-	Kind       string
-	Repository string
-	Lim        int32
+	Status   string
+	BeforeAt time.Time
+	BeforeID uuid.UUID
+	Kind     string
+	Lim      int32
 }
 
 type UIWorkItemsNewestByStatusRow struct {
@@ -543,7 +538,6 @@ func (q *Queries) UIWorkItemsNewestByStatus(ctx context.Context, db DBTX, arg UI
 		arg.BeforeAt,
 		arg.BeforeID,
 		arg.Kind,
-		arg.Repository,
 		arg.Lim,
 	)
 	if err != nil {
@@ -553,6 +547,104 @@ func (q *Queries) UIWorkItemsNewestByStatus(ctx context.Context, db DBTX, arg UI
 	var items []UIWorkItemsNewestByStatusRow
 	for rows.Next() {
 		var i UIWorkItemsNewestByStatusRow
+		if err := rows.Scan(
+			&i.WorkItem.ID,
+			&i.WorkItem.Position,
+			&i.WorkItem.Status,
+			&i.WorkItem.IsV2,
+			&i.WorkItem.SubjectID,
+			&i.WorkItem.CanonicalID,
+			&i.WorkItem.SubjectGeneration,
+			&i.WorkItem.TaskID,
+			&i.WorkItem.Dispatch,
+			&i.WorkItem.EnqueuedAt,
+			&i.WorkItem.RunAt,
+			&i.WorkItem.RunAtTime,
+			&i.WorkItem.ExpireAfterSecs,
+			&i.WorkItem.ExpiresAfter,
+			&i.WorkItem.IdempotencyKey,
+			&i.WorkItem.RequestHash,
+			&i.WorkItem.Repository,
+			&i.WorkItem.BaseRef,
+			&i.WorkItem.HeadRef,
+			&i.WorkItem.CollisionKey,
+			&i.WorkItem.WorkflowID,
+			&i.WorkItem.WorkflowGeneration,
+			&i.WorkItem.LeaseOwner,
+			&i.WorkItem.LeaseGeneration,
+			&i.WorkItem.LeaseExpiresAt,
+			&i.WorkItem.AssignedAt,
+			&i.WorkItem.HeldAt,
+			&i.WorkItem.FinishedAt,
+			&i.WorkItem.CancelRequestedAt,
+			&i.WorkItem.HeadSha,
+			&i.WorkItem.CheckRunID,
+			&i.WorkItem.Branch,
+			&i.WorkItem.PrNumber,
+			&i.WorkItem.PrUrl,
+			&i.WorkItem.ProvisionedGeneration,
+			&i.WorkItem.ResultNote,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.CheckRunID,
+			&i.Branch,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const uIWorkItemsOfRepository = `-- name: UIWorkItemsOfRepository :many
+SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, g.pr_number, g.pr_url, g.check_run_id, g.branch
+FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
+WHERE lower(w.dispatch #>> '{subject,metadata,repository}') = lower($1::text)
+  AND (w.enqueued_at, w.id) < ($2::timestamptz, $3::uuid)
+  AND ($4::text = '' OR w.status = $4::text)
+  AND ($5::text = '' OR starts_with(w.canonical_id, $5::text || ':'))
+ORDER BY lower(w.dispatch #>> '{subject,metadata,repository}'), w.enqueued_at DESC, w.id DESC
+LIMIT $6
+`
+
+type UIWorkItemsOfRepositoryParams struct {
+	Repository string
+	BeforeAt   time.Time
+	BeforeID   uuid.UUID
+	Status     string
+	Kind       string
+	Lim        int32
+}
+
+type UIWorkItemsOfRepositoryRow struct {
+	WorkItem   WorkItem
+	PrNumber   *int32
+	PrUrl      *string
+	CheckRunID *int64
+	Branch     *string
+}
+
+// UIWorkItemsNewest for one repository (owner/name, any case), through
+// work_items_repository_newest, optionally of one status and kind.
+func (q *Queries) UIWorkItemsOfRepository(ctx context.Context, db DBTX, arg UIWorkItemsOfRepositoryParams) ([]UIWorkItemsOfRepositoryRow, error) {
+	rows, err := db.Query(ctx, uIWorkItemsOfRepository,
+		arg.Repository,
+		arg.BeforeAt,
+		arg.BeforeID,
+		arg.Status,
+		arg.Kind,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UIWorkItemsOfRepositoryRow
+	for rows.Next() {
+		var i UIWorkItemsOfRepositoryRow
 		if err := rows.Scan(
 			&i.WorkItem.ID,
 			&i.WorkItem.Position,

@@ -28,13 +28,12 @@ GROUP BY lease_owner
 ORDER BY lease_owner;
 
 -- name: UIWorkItemsNewest :many
--- A newest-first keyset page of items, optionally of one kind or
--- repository; the first page passes the largest possible cursor.
+-- A newest-first keyset page of items, optionally of one kind; the first
+-- page passes the largest possible cursor.
 SELECT sqlc.embed(w), g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE (w.enqueued_at, w.id) < (@before_at::timestamptz, @before_id::uuid)
   AND (@kind::text = '' OR starts_with(w.canonical_id, @kind::text || ':'))
-  AND (@repository::text = '' OR lower(w.dispatch #>> '{subject,metadata,repository}') = lower(@repository::text))
 ORDER BY w.enqueued_at DESC, w.id DESC
 LIMIT @lim;
 
@@ -45,8 +44,19 @@ FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE w.status = @status::text
   AND (w.enqueued_at, w.id) < (@before_at::timestamptz, @before_id::uuid)
   AND (@kind::text = '' OR starts_with(w.canonical_id, @kind::text || ':'))
-  AND (@repository::text = '' OR lower(w.dispatch #>> '{subject,metadata,repository}') = lower(@repository::text))
 ORDER BY w.status, w.enqueued_at DESC, w.id DESC
+LIMIT @lim;
+
+-- name: UIWorkItemsOfRepository :many
+-- UIWorkItemsNewest for one repository (owner/name, any case), through
+-- work_items_repository_newest, optionally of one status and kind.
+SELECT sqlc.embed(w), g.pr_number, g.pr_url, g.check_run_id, g.branch
+FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
+WHERE lower(w.dispatch #>> '{subject,metadata,repository}') = lower(@repository::text)
+  AND (w.enqueued_at, w.id) < (@before_at::timestamptz, @before_id::uuid)
+  AND (@status::text = '' OR w.status = @status::text)
+  AND (@kind::text = '' OR starts_with(w.canonical_id, @kind::text || ':'))
+ORDER BY lower(w.dispatch #>> '{subject,metadata,repository}'), w.enqueued_at DESC, w.id DESC
 LIMIT @lim;
 
 -- name: UIWorkItemsOfSubject :many
