@@ -119,7 +119,7 @@ type itemRow struct {
 // rowOf builds a list row from an item and what GitHub holds for it.
 func rowOf(w dbq.WorkItem, prNumber *int32, prURL *string, checkRunID *int64, now time.Time) itemRow {
 	r := itemRow{EntryID: w.ID.String(), QualifiedID: deref(w.CanonicalID), Status: w.Status,
-		Generation: derefInt(w.SubjectGeneration), EnqueuedAt: w.EnqueuedAt, AssignedAt: w.AssignedAt,
+		Generation: deref(w.SubjectGeneration), EnqueuedAt: w.EnqueuedAt, AssignedAt: w.AssignedAt,
 		HeldAt: w.HeldAt, FinishedAt: w.FinishedAt, LeaseOwner: deref(w.LeaseOwner)}
 	r.Kind, _, _ = queue.SplitQualifiedID(r.QualifiedID)
 	if r.QualifiedID == "" {
@@ -189,13 +189,8 @@ func (u *UI) items(c echo.Context) error {
 	if err != nil {
 		return u.failErr(c, "listing items", err)
 	}
-	if len(rows) > u.cfg.PageSize {
-		rows = rows[:u.cfg.PageSize]
-		last := rows[len(rows)-1]
-		v := f.values()
-		v.Set("before", cursor(last.EnqueuedAt, last.EntryID))
-		d.Next = "/ui/items?" + v.Encode()
-	}
+	rows, d.Next = trimPage(rows, u.cfg.PageSize, "/ui/items", f.values(), "before",
+		func(r itemRow) string { return cursor(r.EnqueuedAt, r.EntryID) })
 	d.Rows, d.Paged = rows, f.Paged
 	return u.render(c, http.StatusOK, "items", page{Title: "Items", Nav: "items", Refresh: u.refresh(), Data: d})
 }
@@ -262,13 +257,8 @@ func (u *UI) deliveries(c echo.Context) error {
 	if err != nil {
 		return u.failErr(c, "listing deliveries", err)
 	}
-	if len(rows) > u.cfg.PageSize {
-		rows = rows[:u.cfg.PageSize]
-		last := rows[len(rows)-1]
-		v := f.values()
-		v.Set("before", cursor(last.ReceivedAt, last.DeliveryID))
-		d.Next = "/ui/deliveries?" + v.Encode()
-	}
+	rows, d.Next = trimPage(rows, u.cfg.PageSize, "/ui/deliveries", f.values(), "before",
+		func(r dbq.Delivery) string { return cursor(r.ReceivedAt, r.DeliveryID) })
 	d.Rows, d.Paged = rows, f.Paged
 	return u.render(c, http.StatusOK, "deliveries", page{Title: "Deliveries", Nav: "deliveries", Refresh: u.refresh(), Data: d})
 }
@@ -288,15 +278,24 @@ func (u *UI) outboxPage(c echo.Context) error {
 	if err != nil {
 		return u.failErr(c, "listing GitHub writes", err)
 	}
-	if len(rows) > u.cfg.PageSize {
-		rows = rows[:u.cfg.PageSize]
-		v := url.Values{}
-		if f.Status != "" {
-			v.Set("status", f.Status)
-		}
-		v.Set("after", itoa64(rows[len(rows)-1].ID))
-		d.Next = "/ui/outbox?" + v.Encode()
-	}
+	rows, d.Next = trimPage(rows, u.cfg.PageSize, "/ui/outbox", d.Filter, "after",
+		func(r dbq.Outbox) string { return itoa64(r.ID) })
 	d.Rows, d.Paged = rows, f.Paged
 	return u.render(c, http.StatusOK, "outbox", page{Title: "GitHub writes", Nav: "outbox", Refresh: u.refresh(), Data: d})
+}
+
+// trimPage cuts rows (read with one row more than a page) to size and, when
+// there was that one more, returns the next page's link: path with filter
+// and key set to the cursor of the page's last row.
+func trimPage[R any](rows []R, size int, path string, filter url.Values, key string, cursorOf func(R) string) ([]R, string) {
+	if len(rows) <= size {
+		return rows, ""
+	}
+	rows = rows[:size]
+	v := url.Values{}
+	for k, vals := range filter {
+		v[k] = vals
+	}
+	v.Set(key, cursorOf(rows[size-1]))
+	return rows, path + "?" + v.Encode()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -90,7 +91,6 @@ func (u *UI) allCounts(ctx context.Context, now time.Time) (map[string]int64, ti
 // next) of the items filter f asks for, newest first.
 func (u *UI) readItems(ctx context.Context, f itemFilter) ([]itemRow, error) {
 	now, lim := u.cfg.Now(), int32(u.cfg.PageSize+1)
-	var out []itemRow
 	switch {
 	case f.Subject != "":
 		rows, err := u.q.UIWorkItemsOfSubject(ctx, u.pool, dbq.UIWorkItemsOfSubjectParams{
@@ -98,49 +98,52 @@ func (u *UI) readItems(ctx context.Context, f itemFilter) ([]itemRow, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list items of %s: %w", f.Subject, err)
 		}
-		for _, r := range rows {
-			if f.Kind == "" || r.WorkItem.CanonicalID == nil || kindOf(*r.WorkItem.CanonicalID) == f.Kind {
-				out = append(out, rowOf(r.WorkItem, r.PrNumber, r.PrUrl, r.CheckRunID, now))
-			}
+		out := rowsOf(rows, now)
+		if f.Kind != "" {
+			out = slices.DeleteFunc(out, func(r itemRow) bool { return r.Kind != f.Kind })
 		}
+		return out, nil
 	case f.Repository != "":
 		rows, err := u.q.UIWorkItemsOfRepository(ctx, u.pool, dbq.UIWorkItemsOfRepositoryParams{
 			Repository: f.Repository, Status: f.Status, Kind: f.Kind, BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Lim: lim})
 		if err != nil {
 			return nil, fmt.Errorf("list items of %s: %w", f.Repository, err)
 		}
-		for _, r := range rows {
-			out = append(out, rowOf(r.WorkItem, r.PrNumber, r.PrUrl, r.CheckRunID, now))
-		}
+		return rowsOf(rows, now), nil
 	case f.Status != "":
 		rows, err := u.q.UIWorkItemsNewestByStatus(ctx, u.pool, dbq.UIWorkItemsNewestByStatusParams{
 			Status: f.Status, BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Lim: lim})
 		if err != nil {
 			return nil, fmt.Errorf("list %s items: %w", f.Status, err)
 		}
-		for _, r := range rows {
-			out = append(out, rowOf(r.WorkItem, r.PrNumber, r.PrUrl, r.CheckRunID, now))
-		}
-	default:
-		rows, err := u.q.UIWorkItemsNewest(ctx, u.pool, dbq.UIWorkItemsNewestParams{
-			BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Lim: lim})
-		if err != nil {
-			return nil, fmt.Errorf("list items: %w", err)
-		}
-		for _, r := range rows {
-			out = append(out, rowOf(r.WorkItem, r.PrNumber, r.PrUrl, r.CheckRunID, now))
-		}
+		return rowsOf(rows, now), nil
 	}
-	return out, nil
+	rows, err := u.q.UIWorkItemsNewest(ctx, u.pool, dbq.UIWorkItemsNewestParams{
+		BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Lim: lim})
+	if err != nil {
+		return nil, fmt.Errorf("list items: %w", err)
+	}
+	return rowsOf(rows, now), nil
 }
 
-func kindOf(qualifiedID string) string {
-	for i := range len(qualifiedID) {
-		if qualifiedID[i] == ':' {
-			return qualifiedID[:i]
-		}
+// listedItem is the shape of every items query's row: the item and what
+// GitHub holds for it.
+type listedItem = struct {
+	WorkItem   dbq.WorkItem
+	PrNumber   *int32
+	PrUrl      *string
+	CheckRunID *int64
+	Branch     *string
+}
+
+// rowsOf turns any items query's rows into list rows.
+func rowsOf[R ~listedItem](rows []R, now time.Time) []itemRow {
+	out := make([]itemRow, 0, len(rows))
+	for _, r := range rows {
+		l := listedItem(r)
+		out = append(out, rowOf(l.WorkItem, l.PrNumber, l.PrUrl, l.CheckRunID, now))
 	}
-	return ""
+	return out
 }
 
 // readItem gathers the item page; queue.ErrNotFound for an unknown entry.
@@ -183,27 +186,17 @@ func (u *UI) readItem(ctx context.Context, id uuid.UUID) (itemData, error) {
 		if err != nil {
 			return d, fmt.Errorf("read the subject's generations: %w", err)
 		}
-		for _, g := range gens {
-			if g.WorkItem.ID != id {
-				d.Generations = append(d.Generations, rowOf(g.WorkItem, g.PrNumber, g.PrUrl, g.CheckRunID, u.cfg.Now()))
-			}
-		}
+		d.Generations = slices.DeleteFunc(rowsOf(gens, u.cfg.Now()), func(r itemRow) bool { return r.EntryID == d.Row.EntryID })
 	}
 	return d, nil
 }
 
-func deref(p *string) string {
-	if p == nil {
-		return ""
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
 	}
-	return *p
-}
-
-func derefInt(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
+	return v
 }
 
 func itoa(n int) string     { return strconv.Itoa(n) }
