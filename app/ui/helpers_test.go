@@ -114,7 +114,11 @@ func (f *fixture) deliver(id, event, outcome, entry string) {
 	p := dbq.DeliverySetOutcomeParams{DeliveryID: id, Outcome: outcome}
 	if entry != "" {
 		e := uuid.MustParse(entry)
-		p.EntryID = &e
+		it, err := f.store.Get(ctx, entry)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		p.EntryID, p.QualifiedID, p.Generation = &e, ptr(it.QualifiedID()), ptr(int64(it.Generation()))
 	}
 	if err := f.q.DeliverySetOutcome(ctx, f.pool, p); err != nil {
 		f.t.Fatal(err)
