@@ -13,6 +13,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # test: generated code is current, code is formatted and vetted, then the
 # whole test suite runs against a real PostgreSQL (scripts/with-postgres).
 test: check-generated check-fmt vet
+	@command -v chromium >/dev/null || echo "chromium not found: the dashboard's browser tests (app/ui) are skipped; install it with: apt-get install -y chromium" >&2
 	scripts/with-postgres $(GO) test -count=1 ./...
 
 check-generated:

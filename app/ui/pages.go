@@ -60,7 +60,7 @@ func (u *UI) logout(c echo.Context) error {
 func (u *UI) cookie(c echo.Context, value string, expires time.Time) *http.Cookie {
 	r := c.Request()
 	return &http.Cookie{
-		Name: Cookie, Value: value, Path: "/ui", Expires: expires, MaxAge: max(int(time.Until(expires).Seconds()), -1),
+		Name: Cookie, Value: value, Path: "/ui", Expires: expires, MaxAge: max(int(expires.Sub(u.cfg.Now()).Seconds()), -1),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
 	}
