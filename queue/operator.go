@@ -49,6 +49,11 @@ func (e *NotActionableError) Error() string {
 // (reclaiming a lease that has not expired included), and *InvalidError for
 // an unknown action or a blank actor.
 func (s *Store) Act(ctx context.Context, p ActParams) (err error) {
+	switch p.Action {
+	case ActionHold, ActionRelease, ActionDrop, ActionReclaim:
+	default:
+		return invalidf("unknown operator action %q", p.Action)
+	}
 	defer s.timed("operator_"+p.Action, time.Now(), &err)
 	actor := strings.TrimSpace(p.Actor)
 	if actor == "" {
@@ -79,8 +84,6 @@ func (s *Store) Act(ctx context.Context, p ActParams) (err error) {
 		case ActionReclaim:
 			from = StatusAssigned
 			w, err = s.q.WorkItemReclaimExpired(ctx, tx, dbq.WorkItemReclaimExpiredParams{ID: id, Now: now})
-		default:
-			return invalidf("unknown operator action %q", p.Action)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, gerr := s.q.WorkItemGet(ctx, tx, id)

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gitlease/gitlease/app"
 )
 
 func TestSecretSetting(t *testing.T) {
@@ -98,5 +105,24 @@ func TestDevPGHome(t *testing.T) {
 	}
 	if open, _ := devPGHome(closed); open != closed {
 		t.Errorf("open checkout: %q, want %q", open, closed)
+	}
+}
+
+// TestRegisterDashboard: serve's /ui answers 404 without GITLEASE_UI_TOKEN
+// and the sign-in page with it.
+func TestRegisterDashboard(t *testing.T) {
+	for _, tt := range []struct {
+		token string
+		code  int
+	}{{"", http.StatusNotFound}, {"0123456789abcdef", http.StatusOK}} {
+		e := echo.New()
+		if err := registerDashboard(e, config{UIToken: app.Secret(tt.token)}, nil, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ui/login", nil))
+		if rec.Code != tt.code {
+			t.Errorf("token %q: GET /ui/login = %d, want %d", tt.token, rec.Code, tt.code)
+		}
 	}
 }
