@@ -9,11 +9,11 @@ import (
 // FuzzParseSession feeds cookie values from outside: none may panic, and
 // only a value this key signed, unexpired, makes a session.
 func FuzzParseSession(f *testing.F) {
-	key := sessionKey("fuzz-admin-token")
+	key := sessionKey("fuzz-admin-token", "fuzz-view-token")
 	now := time.Unix(1_800_000_000, 0)
 	good, _ := newSession(KindAdmin, now, time.Hour)
 	f.Add(good.encode(key))
-	f.Add(good.encode(sessionKey("other")))
+	f.Add(good.encode(sessionKey("other", "")))
 	f.Add("v1.admin.1800003600.abc.")
 	f.Add("v1.view.99999999999999999999.n.sig")
 	f.Add("")

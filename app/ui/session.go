@@ -29,12 +29,12 @@ type session struct {
 // with another key, of an unknown kind or expired.
 var errBadSession = errors.New("no valid dashboard session")
 
-// sessionKey derives the cookie-signing key from the admin token, so every
-// instance sharing the token accepts the same cookies, and rotating the
-// token signs everyone out.
-func sessionKey(adminToken string) []byte {
+// sessionKey derives the cookie-signing key from the tokens, so every
+// instance sharing them accepts the same cookies, and rotating either one
+// (a leaked view token included) signs everyone out.
+func sessionKey(adminToken, viewToken string) []byte {
 	m := hmac.New(sha256.New, []byte(adminToken))
-	m.Write([]byte("gitlease dashboard session v1"))
+	m.Write([]byte("gitlease dashboard session v1\x00" + viewToken))
 	return m.Sum(nil)
 }
 

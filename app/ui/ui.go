@@ -124,7 +124,7 @@ func New(pool *pgxpool.Pool, store *queue.Store, outbox *github.Outbox, cfg Conf
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	u := &UI{cfg: cfg, key: sessionKey(cfg.AdminToken), pool: pool, q: dbq.New(), store: store, outbox: outbox,
+	u := &UI{cfg: cfg, key: sessionKey(cfg.AdminToken, cfg.ViewToken), pool: pool, q: dbq.New(), store: store, outbox: outbox,
 		pages: map[string]*template.Template{}, logger: logger}
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs(cfg.Now)).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html")

@@ -519,3 +519,22 @@ func TestOverviewCounts(t *testing.T) {
 		t.Error("no oldest pending age")
 	}
 }
+
+// TestRotatingATokenEndsSessions: a cookie signed under one pair of tokens
+// is refused once either token changes.
+func TestRotatingATokenEndsSessions(t *testing.T) {
+	now := time.Now()
+	s, err := newSession(KindView, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie := s.encode(sessionKey("admin-1", "view-1"))
+	for _, k := range [][2]string{{"admin-1", "view-2"}, {"admin-2", "view-1"}, {"admin-1", ""}} {
+		if _, err := parseSession(sessionKey(k[0], k[1]), cookie, now); err == nil {
+			t.Errorf("a session survived tokens %v", k)
+		}
+	}
+	if _, err := parseSession(sessionKey("admin-1", "view-1"), cookie, now); err != nil {
+		t.Errorf("the same tokens refuse their own session: %v", err)
+	}
+}
