@@ -8,11 +8,12 @@ GO ?= go
 FUZZTIME ?= 10s
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: test check-generated check-fmt vet generate dev bench fuzz build chaos
+.PHONY: test check-generated check-fmt vet generate dev screenshots bench fuzz build chaos
 
 # test: generated code is current, code is formatted and vetted, then the
 # whole test suite runs against a real PostgreSQL (scripts/with-postgres).
 test: check-generated check-fmt vet
+	@command -v chromium >/dev/null || echo "chromium not found: the dashboard's browser tests (app/ui) are skipped; install it with: apt-get install -y chromium" >&2
 	scripts/with-postgres $(GO) test -count=1 ./...
 
 # sqlc lives in its own module (tools/) so its dependencies stay out of the
@@ -38,8 +39,17 @@ vet:
 generate:
 	$(SQLC) generate
 
-dev:
-	$(GO) run ./cmd/gitlease dev
+# dev: builds bin/gitlease and runs `bin/gitlease dev`, so the commands its
+# banner prints (bin/gitlease deliver …) work pasted from the checkout root.
+# Ctrl-C ends it with status 0: the binary itself handles the signal (no
+# `go run` in between to turn it into "Error 1").
+dev: build
+	bin/gitlease dev
+
+# screenshots: regenerates docs/ui/*.png with the dashboard's browser test
+# (needs chromium).
+screenshots:
+	scripts/with-postgres env GITLEASE_UI_SCREENSHOTS=$(CURDIR)/docs/ui $(GO) test -count=1 -run '^TestBrowser$$' -v ./app/ui/
 
 bench:
 	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem ./...

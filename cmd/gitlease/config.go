@@ -40,6 +40,8 @@ type config struct {
 	AppSlug        string
 	APIURL         string
 	RPCToken       app.Secret
+	UIToken        app.Secret // GITLEASE_UI_TOKEN (env or _FILE only)
+	UIViewToken    app.Secret // GITLEASE_UI_VIEW_TOKEN (env or _FILE only)
 	LeaseTTL       time.Duration
 	TriggerLabel   string
 	BranchPrefix   string
@@ -151,6 +153,9 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		c.APIURL += "/"
 	}
 	c.RPCToken = app.Secret(get("GITLEASE_RPC_TOKEN"))
+	if err := loadUIConfig(&c); err != nil {
+		return c, err
+	}
 	if c.LeaseTTL, err = time.ParseDuration(get("GITLEASE_LEASE_TTL")); err != nil || c.LeaseTTL < time.Second {
 		return c, &configError{Setting: "GITLEASE_LEASE_TTL", Problem: fmt.Sprintf("%q is not a Go duration of at least 1s", get("GITLEASE_LEASE_TTL"))}
 	}

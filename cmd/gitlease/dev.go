@@ -39,6 +39,7 @@ type devState struct {
 	PostgresPort  int    `json:"postgres_port"`
 	WebhookSecret string `json:"webhook_secret"`
 	RPCToken      string `json:"rpc_token"`
+	UIToken       string `json:"ui_token"`
 }
 
 // runDev is `gitlease dev`: it starts (or reuses) a local PostgreSQL under
@@ -101,9 +102,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	if cfg.RPCToken == "" {
 		cfg.RPCToken = app.Secret(state.RPCToken)
 	}
+	if cfg.UIToken == "" {
+		cfg.UIToken = app.Secret(state.UIToken)
+	}
 	dryRun := !hasGitHubCredentials(cfg)
 	ready := func(addr string) {
 		printDevBanner(stdout, addr, string(cfg.WebhookSecrets[0]), string(cfg.RPCToken), pg, dryRun)
+		printDevDashboard(stdout, addr, string(cfg.UIToken))
 	}
 	if err := serve(ctx, cfg, logger, ready, githubDryRun); err != nil {
 		return err
@@ -175,11 +180,15 @@ func setUpDevPostgres(ctx context.Context, stateDir, bindir string, logger *slog
 	// Each is bounded by the cluster's command timeout instead, and ctx is
 	// checked between steps.
 	pgCtx := context.WithoutCancel(ctx)
+	home, err := devPGHome(stateDir)
+	if err != nil {
+		return nil, devState{}, err
+	}
 	pg, err := pgcluster.New(pgCtx, logger, pgcluster.Config{
 		BinDir:    bindir,
-		DataDir:   filepath.Join(stateDir, "pgdata"),
-		LogFile:   filepath.Join(stateDir, "postgres.log"),
-		SocketDir: filepath.Join(stateDir, "run"),
+		DataDir:   filepath.Join(home, "pgdata"),
+		LogFile:   filepath.Join(home, "postgres.log"),
+		SocketDir: filepath.Join(home, "run"),
 	})
 	if errors.Is(err, pgcluster.ErrNoBinaries) {
 		return nil, state, fmt.Errorf("%w: install PostgreSQL, set GITLEASE_PG_BINDIR, or run serve with DATABASE_URL", err)
@@ -296,6 +305,11 @@ func loadDevState(path string) (devState, error) {
 			return st, fmt.Errorf("generate RPC token: %w", err)
 		}
 	}
+	if st.UIToken == "" {
+		if st.UIToken, err = randomHex(16); err != nil {
+			return st, fmt.Errorf("generate dashboard token: %w", err)
+		}
+	}
 	return st, nil
 }
 
@@ -392,8 +406,6 @@ gitlease dev is ready.
 
 Try:
   curl -s -H "Authorization: Bearer %[3]s" -d '{"jsonrpc":"2.0","id":1,"method":"queue/stats"}' %[1]s/rpc
-  gitlease deliver --event issues --secret %[2]s --url %[1]s/webhook testdata/payloads/issues-opened.json
-
-Ctrl-C stops it.
-`, base, secret, token, pg.URL(devDatabase), pgNote, pg.DataDir(), ghNote)
+  %[8]s deliver --event issues --secret %[2]s --url %[1]s/webhook testdata/payloads/issues-opened.json
+`, base, secret, token, pg.URL(devDatabase), pgNote, pg.DataDir(), ghNote, devCommand())
 }

@@ -139,6 +139,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	setup.Register(srv.Echo())
+	if err := registerDashboard(srv.Echo(), cfg, pool, store, outbox, logger); err != nil {
+		return err
+	}
 	intake, err := newIntake(ctx, cfg, store, gh, outbox, metrics.Delivery, logger)
 	if err != nil {
 		return err

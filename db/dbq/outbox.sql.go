@@ -178,3 +178,37 @@ func (q *Queries) OutboxRetry(ctx context.Context, db DBTX, arg OutboxRetryParam
 	_, err := db.Exec(ctx, outboxRetry, arg.AvailableAt, arg.LastError, arg.ID)
 	return err
 }
+
+const outboxRetryFailed = `-- name: OutboxRetryFailed :one
+UPDATE outbox
+SET status = 'pending', finished_at = NULL, available_at = $1::timestamptz, locked_until = NULL
+WHERE id = $2 AND status = 'failed'
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at
+`
+
+type OutboxRetryFailedParams struct {
+	Now time.Time
+	ID  int64
+}
+
+// An operator sends a failed write again: it becomes pending and due now,
+// keeping its attempts and GitHub's last answer until the next one.
+func (q *Queries) OutboxRetryFailed(ctx context.Context, db DBTX, arg OutboxRetryFailedParams) (Outbox, error) {
+	row := db.QueryRow(ctx, outboxRetryFailed, arg.Now, arg.ID)
+	var i Outbox
+	err := row.Scan(
+		&i.ID,
+		&i.Lane,
+		&i.Kind,
+		&i.EntryID,
+		&i.Payload,
+		&i.CreatedAt,
+		&i.AvailableAt,
+		&i.LockedUntil,
+		&i.Attempts,
+		&i.LastError,
+		&i.Status,
+		&i.FinishedAt,
+	)
+	return i, err
+}

@@ -291,6 +291,62 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 	return i, err
 }
 
+const workItemDropWaiting = `-- name: WorkItemDropWaiting :one
+UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
+WHERE id = $2 AND status IN ('pending', 'held')
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+`
+
+type WorkItemDropWaitingParams struct {
+	Now time.Time
+	ID  uuid.UUID
+}
+
+// An operator's drop: only a pending or held item, never a running one.
+func (q *Queries) WorkItemDropWaiting(ctx context.Context, db DBTX, arg WorkItemDropWaitingParams) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemDropWaiting, arg.Now, arg.ID)
+	var i WorkItem
+	err := row.Scan(
+		&i.ID,
+		&i.Position,
+		&i.Status,
+		&i.IsV2,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.TaskID,
+		&i.Dispatch,
+		&i.EnqueuedAt,
+		&i.RunAt,
+		&i.RunAtTime,
+		&i.ExpireAfterSecs,
+		&i.ExpiresAfter,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.CollisionKey,
+		&i.WorkflowID,
+		&i.WorkflowGeneration,
+		&i.LeaseOwner,
+		&i.LeaseGeneration,
+		&i.LeaseExpiresAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.CancelRequestedAt,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
+		&i.ResultNote,
+	)
+	return i, err
+}
+
 const workItemEnqueueBlockers = `-- name: WorkItemEnqueueBlockers :many
 WITH swept AS (
     UPDATE work_items
@@ -1599,6 +1655,68 @@ func (q *Queries) WorkItemNextDeadline(ctx context.Context, db DBTX, now time.Ti
 	var run_at_time *time.Time
 	err := row.Scan(&run_at_time)
 	return run_at_time, err
+}
+
+const workItemReclaimExpired = `-- name: WorkItemReclaimExpired :one
+UPDATE work_items
+SET status = 'pending', assigned_at = NULL,
+    workflow_id = CASE WHEN lease_generation = 0 THEN NULL ELSE workflow_id END,
+    lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
+WHERE id = $1 AND status = 'assigned' AND lease_expires_at <= $2::timestamptz
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+`
+
+type WorkItemReclaimExpiredParams struct {
+	ID  uuid.UUID
+	Now time.Time
+}
+
+// An operator gives an assigned item whose lease has expired back to
+// pending. A v2 item keeps its workflow and lease counters, as
+// release_pending does, so its next hand-out is one lease generation up
+// and the dead owner's fence stays stale; a legacy item forgets its lease.
+func (q *Queries) WorkItemReclaimExpired(ctx context.Context, db DBTX, arg WorkItemReclaimExpiredParams) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemReclaimExpired, arg.ID, arg.Now)
+	var i WorkItem
+	err := row.Scan(
+		&i.ID,
+		&i.Position,
+		&i.Status,
+		&i.IsV2,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.TaskID,
+		&i.Dispatch,
+		&i.EnqueuedAt,
+		&i.RunAt,
+		&i.RunAtTime,
+		&i.ExpireAfterSecs,
+		&i.ExpiresAfter,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.CollisionKey,
+		&i.WorkflowID,
+		&i.WorkflowGeneration,
+		&i.LeaseOwner,
+		&i.LeaseGeneration,
+		&i.LeaseExpiresAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.CancelRequestedAt,
+		&i.HeadSha,
+		&i.CheckRunID,
+		&i.Branch,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.ProvisionedGeneration,
+		&i.ResultNote,
+	)
+	return i, err
 }
 
 const workItemRecover = `-- name: WorkItemRecover :one

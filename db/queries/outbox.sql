@@ -48,3 +48,11 @@ FROM outbox;
 
 -- name: OutboxNextDue :one
 SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';
+
+-- name: OutboxRetryFailed :one
+-- An operator sends a failed write again: it becomes pending and due now,
+-- keeping its attempts and GitHub's last answer until the next one.
+UPDATE outbox
+SET status = 'pending', finished_at = NULL, available_at = @now::timestamptz, locked_until = NULL
+WHERE id = @id AND status = 'failed'
+RETURNING *;

@@ -320,3 +320,21 @@ SELECT @id, 'pending', true, @canonical_id::text, @canonical_id::text, gen.last_
     @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref')
 FROM gen
 RETURNING *;
+
+-- name: WorkItemDropWaiting :one
+-- An operator's drop: only a pending or held item, never a running one.
+UPDATE work_items SET status = 'dropped', finished_at = @now::timestamptz
+WHERE id = @id AND status IN ('pending', 'held')
+RETURNING *;
+
+-- name: WorkItemReclaimExpired :one
+-- An operator gives an assigned item whose lease has expired back to
+-- pending. A v2 item keeps its workflow and lease counters, as
+-- release_pending does, so its next hand-out is one lease generation up
+-- and the dead owner's fence stays stale; a legacy item forgets its lease.
+UPDATE work_items
+SET status = 'pending', assigned_at = NULL,
+    workflow_id = CASE WHEN lease_generation = 0 THEN NULL ELSE workflow_id END,
+    lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
+WHERE id = @id AND status = 'assigned' AND lease_expires_at <= @now::timestamptz
+RETURNING *;

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gitlease/gitlease/app"
+	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/ui"
+	"github.com/gitlease/gitlease/queue"
+)
+
+// secretSetting reads a secret from env, or from the file named by
+// env+"_FILE" (trailing newlines dropped). Secrets never come from flags,
+// so they do not show in ps. Setting both is a configError.
+func secretSetting(env string) (app.Secret, error) {
+	v, file := os.Getenv(env), strings.TrimSpace(os.Getenv(env+"_FILE"))
+	switch {
+	case v != "" && file != "":
+		return "", &configError{Setting: env, Problem: "set either it or " + env + "_FILE, not both"}
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", &configError{Setting: env + "_FILE", Problem: fmt.Sprintf("cannot read %s: %v", file, err)}
+		}
+		v = strings.TrimRight(string(b), "\r\n")
+	}
+	return app.Secret(strings.TrimSpace(v)), nil
+}
+
+// loadUIConfig reads the dashboard's tokens (SPEC §3): GITLEASE_UI_TOKEN
+// (every action; unset disables /ui) and GITLEASE_UI_VIEW_TOKEN (read-only).
+func loadUIConfig(c *config) error {
+	var err error
+	if c.UIToken, err = secretSetting("GITLEASE_UI_TOKEN"); err != nil {
+		return err
+	}
+	if c.UIViewToken, err = secretSetting("GITLEASE_UI_VIEW_TOKEN"); err != nil {
+		return err
+	}
+	switch {
+	case c.UIViewToken != "" && c.UIToken == "":
+		return &configError{Setting: "GITLEASE_UI_VIEW_TOKEN", Problem: "needs GITLEASE_UI_TOKEN: the dashboard is disabled without it"}
+	case c.UIViewToken != "" && c.UIViewToken == c.UIToken:
+		return &configError{Setting: "GITLEASE_UI_VIEW_TOKEN", Problem: "must differ from GITLEASE_UI_TOKEN"}
+	case c.UIToken != "" && len(c.UIToken) < 16:
+		return &configError{Setting: "GITLEASE_UI_TOKEN", Problem: "must be at least 16 characters"}
+	}
+	return nil
+}
+
+// registerDashboard adds /ui to the server: the dashboard, or 404s when
+// GITLEASE_UI_TOKEN is unset.
+func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queue.Store, outbox *github.Outbox, logger *slog.Logger) error {
+	dash, err := ui.New(pool, store, outbox, ui.Config{AdminToken: string(cfg.UIToken), ViewToken: string(cfg.UIViewToken)}, logger)
+	if err != nil {
+		return err
+	}
+	dash.Register(e)
+	if !dash.Enabled() {
+		logger.Info("GITLEASE_UI_TOKEN is not set: the dashboard (/ui) is disabled")
+	}
+	return nil
+}
+
+// devPGHome is where dev keeps its PostgreSQL (data, socket, log): the state
+// directory, unless dev runs as root and the postgres OS user, which the
+// server runs as, cannot enter the state directory (a checkout under a
+// mktemp -d folder or /root). Then it is /var/tmp/gitlease-<hash of the
+// state directory>, one per checkout, which that user can reach.
+func devPGHome(stateDir string) (string, error) {
+	if os.Geteuid() != 0 || othersCanEnter(stateDir) {
+		return stateDir, nil
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	home := filepath.Join("/var/tmp", "gitlease-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return "", fmt.Errorf("create %s for PostgreSQL: %w", home, err)
+	}
+	if err := os.Chmod(home, 0o755); err != nil {
+		return "", fmt.Errorf("open %s to the postgres user: %w", home, err)
+	}
+	return home, nil
+}
+
+// othersCanEnter reports whether every directory from / down to dir is
+// searchable by any user (o+x), which is what the postgres user needs.
+func othersCanEnter(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
+// devCommand is how the commands dev prints start gitlease, so they work
+// pasted from the directory dev runs in: the running binary's path relative
+// to it (bin/gitlease after `make dev`), "gitlease" when that is on PATH,
+// else `go run ./cmd/gitlease`.
+func devCommand() string {
+	exe, err := os.Executable()
+	wd, werr := os.Getwd()
+	if err == nil && werr == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + filepath.ToSlash(rel)
+		}
+	}
+	if _, err := exec.LookPath("gitlease"); err == nil {
+		return "gitlease"
+	}
+	return "go run ./cmd/gitlease"
+}
+
+// printDevDashboard ends dev's banner with the dashboard's address and
+// token (a dev credential, shown on stdout to whoever ran dev).
+func printDevDashboard(w io.Writer, addr, token string) {
+	port := addr
+	if _, p, err := net.SplitHostPort(addr); err == nil {
+		port = p
+	}
+	fmt.Fprintf(w, `
+  dashboard       http://127.0.0.1:%[1]s/ui/  (sign in with the token below)
+  dashboard token %[2]s
+  The dry run's GitHub writes and GitHub's answers show at http://127.0.0.1:%[1]s/ui/outbox
+  and on each item's page.
+
+Ctrl-C stops it.
+`, port, token)
+}
