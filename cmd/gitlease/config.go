@@ -54,6 +54,8 @@ type config struct {
 	WorkerEnv []string
 	// MaxInflightBody bounds the webhook body bytes held at once.
 	MaxInflightBody int64
+	// HTTP bounds the HTTP server (SPEC §5); not a setting, tests shorten it.
+	HTTP httpBounds
 	// DeliveryRetention is how long webhook delivery records are kept.
 	DeliveryRetention time.Duration
 }
