@@ -125,4 +125,3 @@ func TestHTTPServerDefaults(t *testing.T) {
 		}
 	}
 }
-
