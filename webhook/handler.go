@@ -472,7 +472,9 @@ func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res Result, optimistic
 	if optimistic {
 		enqueue = h.store.EnqueueTxOptimistic
 	}
-	er, err := enqueue(ctx, tx, res.Decision.Enqueue)
+	p := res.Decision.Enqueue
+	p.FromGitHub = true // this delivery's signature verified
+	er, err := enqueue(ctx, tx, p)
 	var (
 		sc   *queue.SubjectCollisionError
 		rc   *queue.ReservationCollisionError

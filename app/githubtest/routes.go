@@ -17,6 +17,10 @@ func (s *Server) routes() []*route {
 			op: "POST /app/installations/{installation_id}/access_tokens", auth: authJWT, handle: s.handleAccessToken},
 		{kind: KindManifest, pattern: "POST /app-manifests/{code}/conversions",
 			op: "POST /app-manifests/{code}/conversions", auth: authNone, handle: s.handleManifest},
+		// Authenticated by the token it revokes, in its handler: the route
+		// has no repository for authInstallation to check.
+		{kind: KindRevokeToken, pattern: "DELETE /installation/token", op: "DELETE /installation/token",
+			auth: authNone, handle: s.handleRevokeToken},
 
 		{kind: KindGetRepo, pattern: "GET " + repo, op: "GET /repos/{owner}/{repo}",
 			auth: authInstallation, perm: "metadata", handle: s.handleGetRepo},

@@ -55,7 +55,7 @@ func Kinds() []Kind {
 	return []Kind{KindGetApp, KindAccessToken, KindManifest, KindGetRepo, KindGetRef, KindCreateRef,
 		KindUpdateRef, KindGetCommit, KindCreateCommit, KindGetTree, KindListPulls, KindCreatePull,
 		KindGetPull, KindCreateCheckRun, KindGetCheckRun, KindUpdateCheckRun, KindListAnnotations,
-		KindListCheckRunsForRef}
+		KindListCheckRunsForRef, KindRevokeToken}
 }
 
 // Default identity of the fake's GitHub App.

@@ -73,6 +73,7 @@ func issueItem(t *testing.T, store *queue.Store, n int, gh bool) queue.EnqueueRe
 		},
 		Reservation: &queue.Reservation{Repository: "acme/widgets", BaseRef: "refs/heads/main",
 			HeadRef: fmt.Sprintf("refs/heads/gitlease/issue-%d", n)},
+		FromGitHub: gh, // with GitHub metadata, as the webhook intake enqueues it
 	})
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
@@ -630,6 +631,7 @@ func TestWorkerEndToEndWithGitHub(t *testing.T) {
 				WorkflowRef: "coding", TriggerSource: "github:issues.opened", RequestedAt: queue.Timestamp{Time: time.Now().UTC().Truncate(time.Second)},
 			},
 			Reservation: &queue.Reservation{Repository: "octo/widgets", BaseRef: "refs/heads/main", HeadRef: fmt.Sprintf("refs/heads/gitlease/issue-%d", n)},
+			FromGitHub:  true,
 		})
 		if err != nil {
 			t.Fatal(err)

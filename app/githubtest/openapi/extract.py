@@ -17,6 +17,7 @@ OPERATIONS = [
     ("get", "/app"),
     ("post", "/app/installations/{installation_id}/access_tokens"),
     ("post", "/app-manifests/{code}/conversions"),
+    ("delete", "/installation/token"),
     ("get", "/repos/{owner}/{repo}"),
     ("get", "/repos/{owner}/{repo}/git/ref/{ref}"),
     ("post", "/repos/{owner}/{repo}/git/refs"),
