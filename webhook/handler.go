@@ -208,8 +208,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, perr.Error())
 		return
 	case errors.As(err, &lerr):
-		logger.WarnContext(r.Context(), "webhook delivery not recorded: pull request lookup failed", "err", lerr)
-		h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "could not look the pull request up on GitHub; redeliver later")
+		logger.WarnContext(r.Context(), "webhook delivery not recorded: a GitHub lookup failed", "err", lerr)
+		h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "could not look up on GitHub what this delivery needs; redeliver later")
 		return
 	case err != nil:
 		logger.ErrorContext(r.Context(), "webhook delivery not recorded: mapping failed", "err", err)

@@ -211,19 +211,19 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 		return nil, &configError{Setting: "GITHUB_WEBHOOK_SECRET", Problem: "required: " + err.Error()}
 	}
 	var prs webhook.PullRequestGetter // a nil *github.Installations must stay a nil interface
+	var bot webhook.BotIdentity
 	botLogin := ""
 	if cfg.AppSlug != "" {
 		botLogin = cfg.AppSlug + "[bot]"
 	}
 	if gh != nil {
 		prs = gh
-		slugCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if botLogin, err = gh.BotLogin(slugCtx); err != nil {
-			logger.Warn("cannot tell the App's own events apart until GITHUB_APP_SLUG is set", "err", err)
-		}
+		// Learned from GET /app when a bot's event first needs it, and
+		// again after a failure, never once at start only.
+		bot = github.NewBotAccount(gh, 0)
 	}
-	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix, BotLogin: botLogin})
+	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix,
+		BotLogin: botLogin, Bot: bot})
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
