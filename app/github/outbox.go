@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gitlease/gitlease/webhook"
 
@@ -227,10 +228,27 @@ func rowMeta(source string, dispatch json.RawMessage) (webhook.ItemMeta, bool) {
 	return webhook.ReadMeta(dispatch)
 }
 
-// noteText renders a worker's output tail for a check run's details.
+// maxNoteBytes is the most of a worker's note a check run summary quotes:
+// with the summary's own sentences it stays under GitHub's 65,535 bytes,
+// which GitHub enforces by refusing the whole update.
+const maxNoteBytes = 60000
+
+// noteText renders a worker's output tail for a check run's details. A
+// note over maxNoteBytes is cut to its last bytes, on a UTF-8 boundary,
+// saying so: the end of the output is what explains how it ended.
 func noteText(note string) string {
 	if note == "" {
 		return ""
 	}
-	return "\n\nThe worker's output ended with:\n\n```\n" + note + "\n```"
+	intro := "\n\nThe worker's output ended with:\n\n```\n"
+	if len(note) > maxNoteBytes {
+		cut := len(note) - maxNoteBytes
+		for cut < len(note) && !utf8.RuneStart(note[cut]) {
+			cut++
+		}
+		intro = fmt.Sprintf("\n\nThe worker's output was cut to its last %d bytes (%d earlier bytes omitted); it ended with:\n\n```\n",
+			len(note)-cut, cut)
+		note = note[cut:]
+	}
+	return intro + note + "\n```"
 }

@@ -155,6 +155,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	defer pruner.Stop()
+	outboxPruner := github.NewOutboxPruner(pool, github.OutboxPrunerConfig{}, logger)
+	if err := outboxPruner.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer outboxPruner.Stop()
 	if cfg.RPCToken == "" {
 		logger.Warn("GITLEASE_RPC_TOKEN is not set: /rpc is disabled")
 	}

@@ -20,6 +20,14 @@ UPDATE work_items w SET source = 'github'
 FROM deliveries d
 WHERE d.entry_id = w.id AND d.outcome = 'enqueued' AND w.source <> 'github';
 
+-- The outbox's failed rows and its done rows by age, each over a partial
+-- index: /metrics counts the failed ones at every scrape, and the pruner
+-- deletes done rows past their retention, without scanning the table.
+CREATE INDEX IF NOT EXISTS outbox_failed ON outbox (id) WHERE status = 'failed';
+CREATE INDEX IF NOT EXISTS outbox_done_finished ON outbox (finished_at) WHERE status = 'done';
+
 -- +goose Down
+DROP INDEX IF EXISTS outbox_done_finished;
+DROP INDEX IF EXISTS outbox_failed;
 ALTER TABLE work_items DROP CONSTRAINT IF EXISTS work_items_source_check;
 ALTER TABLE work_items DROP COLUMN IF EXISTS source;
