@@ -54,6 +54,9 @@ type devState struct {
 	PostgresPort  int    `json:"postgres_port"`
 	WebhookSecret string `json:"webhook_secret"`
 	RPCToken      string `json:"rpc_token"`
+	// PostgresPassword is the cluster's postgres password: clusters dev
+	// creates trust no local user (peer on the socket, SCRAM over TCP).
+	PostgresPassword string `json:"postgres_password"`
 }
 
 // runDev is `gitlease dev`: it starts (or reuses) a local PostgreSQL under
@@ -186,6 +189,7 @@ func setUpDevPostgres(ctx context.Context, stateDir string, logger *slog.Logger)
 	// Each is bounded by pgCommandTimeout instead, and ctx is checked
 	// between steps.
 	pgCtx := context.WithoutCancel(ctx)
+	pg.password = state.PostgresPassword
 	if err := pg.initdb(pgCtx); err != nil {
 		return nil, state, err
 	}
@@ -296,6 +300,11 @@ func loadDevState(path string) (devState, error) {
 	if st.RPCToken == "" {
 		if st.RPCToken, err = randomHex(32); err != nil {
 			return st, fmt.Errorf("generate RPC token: %w", err)
+		}
+	}
+	if st.PostgresPassword == "" {
+		if st.PostgresPassword, err = randomHex(24); err != nil {
+			return st, fmt.Errorf("generate postgres password: %w", err)
 		}
 	}
 	return st, nil
@@ -445,7 +454,9 @@ type localPG struct {
 	// tmpSockDir is set when the socket directory is one we made under /tmp
 	// (the state directory's path being too long), to remove after stop.
 	tmpSockDir bool
-	logger     *slog.Logger
+	// password is the postgres role's password, set at initdb.
+	password string
+	logger   *slog.Logger
 }
 
 // newLocalPG finds the PostgreSQL binaries and prepares the state
@@ -603,9 +614,23 @@ func (pg *localPG) initdb(ctx context.Context) error {
 		return nil
 	}
 	pg.logger.Info("creating postgres cluster", "data", pg.dataDir, "bindir", pg.bindir)
+	// No trust: on a shared machine every local user could otherwise log
+	// in as the superuser. The socket takes only the postgres OS user
+	// (peer); TCP, which dev uses, takes the password in dev.json.
+	pwfile := filepath.Join(pg.sockDir, "initdb.pw")
+	if err := os.WriteFile(pwfile, []byte(pg.password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the initdb password file: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if pg.asPostgres {
+		if err := os.Chown(pwfile, pg.uid, pg.gid); err != nil {
+			return fmt.Errorf("give the initdb password file to the postgres user: %w", err)
+		}
+	}
 	// --locale=C: with -E UTF8, a non-UTF-8 locale in the environment would
 	// make initdb refuse; dev data does not need a language's collation.
-	return pg.run(ctx, "initdb", "initdb", "-D", pg.dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C")
+	return pg.run(ctx, "initdb", "initdb", "-D", pg.dataDir, "-U", "postgres", "--auth-local=peer", "--auth-host=scram-sha-256",
+		"--pwfile="+pwfile, "-E", "UTF8", "--locale=C")
 }
 
 // running reports whether a server is running on the data directory.
@@ -764,7 +789,7 @@ func postmasterPID(dataDir string) int {
 func (pg *localPG) url(db string) string {
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User("postgres"),
+		User:     url.UserPassword("postgres", pg.password),
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(pg.port)),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
