@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +77,29 @@ func TestSecretsNotFromFlags(t *testing.T) {
 				tc.check(t, c)
 			}
 		})
+	}
+}
+
+// TestWarnRootWorker: serve warns, naming GITLEASE_WORKER_USER, only when
+// it runs as root with a worker command that would run as root too.
+func TestWarnRootWorker(t *testing.T) {
+	cases := []struct {
+		name string
+		euid int
+		cfg  config
+		warn bool
+	}{
+		{"root with a command", 0, config{WorkerExec: "./agent", WorkerSlots: 1}, true},
+		{"root with a worker user", 0, config{WorkerExec: "./agent", WorkerSlots: 1, WorkerUser: "agent"}, false},
+		{"root without a command", 0, config{WorkerSlots: 1}, false},
+		{"root with the worker off", 0, config{WorkerExec: "./agent"}, false},
+		{"not root", 1000, config{WorkerExec: "./agent", WorkerSlots: 1}, false},
+	}
+	for _, tc := range cases {
+		var buf bytes.Buffer
+		warnRootWorker(slog.New(slog.NewTextHandler(&buf, nil)), tc.euid, tc.cfg)
+		if got := strings.Contains(buf.String(), "GITLEASE_WORKER_USER"); got != tc.warn {
+			t.Errorf("%s: warned %v (%q), want %v", tc.name, got, buf.String(), tc.warn)
+		}
 	}
 }

@@ -108,9 +108,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err := makeNonDumpable(); err != nil {
 		return err
 	}
-	if os.Geteuid() == 0 && cfg.WorkerExec != "" && cfg.WorkerUser == "" && cfg.WorkerSlots > 0 {
-		logger.Warn("serve runs as root and worker commands would too, able to read its secrets: set GITLEASE_WORKER_USER")
-	}
+	warnRootWorker(logger, os.Geteuid(), cfg)
 	pool, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, logger)
 	if err != nil {
 		return err
@@ -254,6 +252,15 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, OnPending: notifier.Signal, Views: github.NewItems(pool)})
 	session := rpc.NewStdioSession(rpc.NewHandler(store, version, logger), stdout)
 	return session.Serve(ctx, stdin)
+}
+
+// warnRootWorker logs a warning when serve runs as root (euid 0) with a
+// worker command and no GITLEASE_WORKER_USER: root reads any process, so
+// the command could read serve's secrets despite its non-dumpable flag.
+func warnRootWorker(logger *slog.Logger, euid int, cfg config) {
+	if euid == 0 && cfg.WorkerExec != "" && cfg.WorkerUser == "" && cfg.WorkerSlots > 0 {
+		logger.Warn("serve runs as root and so would its worker commands, able to read its secrets: set GITLEASE_WORKER_USER to run them as another user")
+	}
 }
 
 // httpBounds are the http.Server limits of SPEC §5. Zero fields take the
