@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"time"
@@ -185,7 +186,13 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		return c, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: fmt.Sprintf("%q is not a number from 0 to 5", get("GITLEASE_WORKER_SLOTS"))}
 	}
 	c.WorkerExec = *values["GITLEASE_WORKER_EXEC"]
-	c.WorkerUser = get("GITLEASE_WORKER_USER")
+	if c.WorkerUser = get("GITLEASE_WORKER_USER"); c.WorkerUser != "" {
+		if _, err := user.Lookup(c.WorkerUser); err != nil {
+			if _, err := user.LookupId(c.WorkerUser); err != nil {
+				return c, &configError{Setting: "GITLEASE_WORKER_USER", Problem: fmt.Sprintf("no user %q on this machine", c.WorkerUser)}
+			}
+		}
+	}
 	for _, n := range strings.Split(get("GITLEASE_WORKER_ENV"), ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			if strings.ContainsAny(n, "= ") {

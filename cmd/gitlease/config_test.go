@@ -59,6 +59,7 @@ func TestSecretsNotFromFlags(t *testing.T) {
 			}
 		}},
 		{name: "in-flight budget below one delivery", env: map[string]string{"GITLEASE_MAX_INFLIGHT_BODY": "1MiB"}, setting: "GITLEASE_MAX_INFLIGHT_BODY"},
+		{name: "unknown worker user", env: map[string]string{"GITLEASE_WORKER_USER": "no-such-user-4711"}, setting: "GITLEASE_WORKER_USER"},
 		{name: "worker env with a value", env: map[string]string{"GITLEASE_WORKER_ENV": "A=b"}, setting: "GITLEASE_WORKER_ENV"},
 	}
 	for _, tc := range cases {
