@@ -124,6 +124,17 @@ mv %[1]s/result.tmp %[1]s/result`, dir)
 	if env, _ := os.ReadFile(dir + "/env"); strings.Contains(string(env), secret) || strings.Contains(string(env), "DATABASE_URL") {
 		t.Errorf("the command's own environment holds the server's secrets:\n%s", env)
 	}
+	// Non-dumpable, serve can still read its own /proc entries: the process
+	// metrics (open file descriptors, memory) keep working.
+	resp, err := http.Get(srv.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "\nprocess_open_fds ") {
+		t.Errorf("GET /metrics = %d without process_open_fds", resp.StatusCode)
+	}
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
