@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# gitlease: a static binary on a minimal, non-root base image.
+# gitlease: a static binary on a small Debian image with a shell, git and CA
+# certificates, running as a non-root user.
 #
 #   docker build --build-arg VERSION=$(git describe --always --dirty) -t gitlease .
 #   docker run --rm -e DATABASE_URL=... -e GITHUB_WEBHOOK_SECRET=... -p 8080:8080 gitlease
@@ -20,11 +21,17 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
 	-o /out/gitlease ./cmd/gitlease
 
-# distroless/static: CA certificates (for api.github.com and TLS to Postgres),
-# tzdata and a nonroot user, and nothing else: no shell, no package manager.
-FROM gcr.io/distroless/static-debian12:nonroot
+# debian:bookworm-slim, not distroless: GITLEASE_WORKER_EXEC runs through
+# `sh -c`, and worker commands need git and CA certificates (SPEC §9). The
+# server and its commands run as the unprivileged user gitlease.
+FROM debian:bookworm-slim
+RUN apt-get update \
+	&& apt-get install -y --no-install-recommends ca-certificates git tzdata \
+	&& rm -rf /var/lib/apt/lists/* \
+	&& useradd --system --create-home --home-dir /home/gitlease --uid 10001 --user-group gitlease
 COPY --from=build /out/gitlease /gitlease
-USER nonroot:nonroot
+USER gitlease:gitlease
+WORKDIR /home/gitlease
 EXPOSE 8080
 ENTRYPOINT ["/gitlease"]
 CMD ["serve"]

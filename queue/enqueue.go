@@ -29,6 +29,7 @@ type preparedEnqueue struct {
 	runAtTime   *time.Time
 	expireAfter *int64
 	expiresAt   *time.Time
+	source      string
 }
 
 // ValidateReservation checks r as a RepositoryReservation: repository
@@ -97,6 +98,10 @@ func prepareEnqueue(p EnqueueParams) (preparedEnqueue, error) {
 	}
 	if pe.dispatch, err = json.Marshal(d); err != nil {
 		return pe, fmt.Errorf("encode dispatch: %w", err)
+	}
+	pe.source = SourceRPC
+	if p.FromGitHub {
+		pe.source = SourceGitHub
 	}
 	return pe, nil
 }
@@ -322,6 +327,7 @@ func (s *Store) insertParams(pe preparedEnqueue, now time.Time) dbq.WorkItemInse
 		ExpireAfterSecs: pe.expireAfter,
 		ExpiresAfter:    pe.expiresAt,
 		RequestHash:     &pe.hash,
+		Source:          pe.source,
 	}
 	if pe.taskID != "" {
 		ins.TaskID = &pe.taskID

@@ -75,6 +75,20 @@ type Provisioning struct {
 // Note is what the worker said when it finished, if anything.
 func (it Item) Note() string { return deref(it.row.ResultNote) }
 
+// Item sources, stored in work_items.source: SourceGitHub for an item the
+// webhook intake created from a verified delivery, SourceRPC for every
+// other.
+const (
+	SourceRPC    = "rpc"
+	SourceGitHub = "github"
+)
+
+// FromGitHub reports whether the webhook intake created the item from a
+// verified delivery (EnqueueParams.FromGitHub). Only such items get check
+// runs, branches, pull requests and an installation token; an item enqueued
+// over /rpc or stdio is a queue item only, whatever its dispatch names.
+func (it Item) FromGitHub() bool { return it.row.Source == SourceGitHub }
+
 // IdempotencyKey is the key bound to the item, or "".
 func (it Item) IdempotencyKey() string { return deref(it.row.IdempotencyKey) }
 

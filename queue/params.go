@@ -13,6 +13,11 @@ type EnqueueParams struct {
 	// if still pending that long after RunAt.
 	RunAt           string
 	ExpireAfterSecs *uint64
+	// FromGitHub marks an item the webhook intake creates from a verified
+	// delivery, the only kind GitHub side effects are written for (SPEC
+	// §7). It is never decoded from a request (json:"-"): no queue API
+	// caller can set it, whatever its dispatch says.
+	FromGitHub bool `json:"-"`
 }
 
 // EnqueueResult is the answer to an enqueue (QueueEnqueueV2Response).

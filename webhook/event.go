@@ -40,7 +40,16 @@ type envelope struct {
 	} `json:"repository"`
 	Sender *struct {
 		Login *string `json:"login"`
+		Type  *string `json:"type"` // "Bot" for an App's account
 	} `json:"sender"`
+}
+
+// senderType is the sender's account type ("User", "Bot", …), or "".
+func (e *envelope) senderType() string {
+	if e.Sender == nil || e.Sender.Type == nil {
+		return ""
+	}
+	return *e.Sender.Type
 }
 
 // payload is the envelope plus exactly the fields the mapper uses of the

@@ -116,6 +116,10 @@ type HandlerConfig struct {
 	// (for metrics) with the outcome, or "rejected" for a 4xx refusal,
 	// "unavailable" for a 503 and "error" for a 500.
 	OnAnswer func(outcome string)
+	// MaxInflightBody bounds the body bytes held by all deliveries at once
+	// (GITLEASE_MAX_INFLIGHT_BODY); past it a delivery is answered 503.
+	// Default DefaultMaxInflightBody.
+	MaxInflightBody int64
 }
 
 // DefaultTimeout is HandlerConfig.Timeout's default.
@@ -131,6 +135,7 @@ type Handler struct {
 	q        *dbq.Queries
 	logger   *slog.Logger
 	cfg      HandlerConfig
+	budget   *bodyBudget
 }
 
 // NewHandler returns the webhook endpoint over store, verifying with
@@ -148,13 +153,16 @@ func NewHandler(store *queue.Store, verifier *Verifier, mapper *Mapper, logger *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{store: store, verifier: verifier, mapper: mapper, q: dbq.New(), logger: logger, cfg: cfg}
+	return &Handler{store: store, verifier: verifier, mapper: mapper, q: dbq.New(), logger: logger, cfg: cfg,
+		budget: newBodyBudget(cfg.MaxInflightBody)}
 }
 
-// ServeHTTP handles one delivery. Before anything is stored it answers 413
-// for a body over MaxBody, 400 for a missing X-GitHub-Event or
-// X-GitHub-Delivery, 401 for a missing or wrong signature and 400 for a body
-// that is not the event's JSON. A verified delivery is recorded and acted on
+// ServeHTTP handles one delivery. Before anything is stored it answers, in
+// this order, 413 for a body over MaxBody, 400 for a missing X-GitHub-Event
+// or X-GitHub-Delivery, 401 for a missing or malformed signature header
+// (before reading the body), 503 when MaxInflightBody bytes of bodies are
+// already held, 401 for a wrong signature and 400 for a body that is not
+// the event's JSON. A verified delivery is recorded and acted on
 // in one transaction and answered with its Outcome's status after the commit;
 // 503 when the database is unavailable, in which case nothing is stored.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -163,6 +171,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, h.logger, http.StatusMethodNotAllowed, "", "webhook deliveries are POSTed")
 		return
 	}
+	release, status, msg := h.budget.admit(r)
+	if status != 0 {
+		h.reject(w, r, h.logger.With("delivery_id", r.Header.Get(DeliveryHeader)), status, r.Header.Get(DeliveryHeader), msg)
+		return
+	}
+	defer release()
 	body, status, msg := readBody(w, r)
 	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
 	logger := h.logger.With("delivery_id", deliveryID, "event", event)
@@ -194,8 +208,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, perr.Error())
 		return
 	case errors.As(err, &lerr):
-		logger.WarnContext(r.Context(), "webhook delivery not recorded: pull request lookup failed", "err", lerr)
-		h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "could not look the pull request up on GitHub; redeliver later")
+		logger.WarnContext(r.Context(), "webhook delivery not recorded: a GitHub lookup failed", "err", lerr)
+		h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "could not look up on GitHub what this delivery needs; redeliver later")
 		return
 	case err != nil:
 		logger.ErrorContext(r.Context(), "webhook delivery not recorded: mapping failed", "err", err)
@@ -492,7 +506,9 @@ func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res Result, optimistic
 	if optimistic {
 		enqueue = h.store.EnqueueTxOptimistic
 	}
-	er, err := enqueue(ctx, tx, res.Decision.Enqueue)
+	p := res.Decision.Enqueue
+	p.FromGitHub = true // this delivery's signature verified
+	er, err := enqueue(ctx, tx, p)
 	var (
 		sc   *queue.SubjectCollisionError
 		rc   *queue.ReservationCollisionError

@@ -36,11 +36,12 @@ type PullRequestGetter interface {
 	PullRequest(ctx context.Context, installationID int64, owner, repo string, number int) (*github.PullRequest, error)
 }
 
-// LookupError is returned by Mapper.Map when fetching a pull request from
-// GitHub failed. It is no fault of the delivery, which can be redelivered.
+// LookupError is returned by Mapper.Map when asking GitHub what a delivery
+// needs (a pull request, the App's bot login) failed. It is no fault of the
+// delivery, which can be redelivered.
 type LookupError struct{ Err error }
 
-func (e *LookupError) Error() string { return "look up pull request: " + e.Err.Error() }
+func (e *LookupError) Error() string { return "look up on GitHub: " + e.Err.Error() }
 
 func (e *LookupError) Unwrap() error { return e.Err }
 
@@ -53,9 +54,12 @@ type MapperConfig struct {
 	// (GITLEASE_BRANCH_PREFIX, gitlease/ by default in cmd). Empty means no
 	// prefix.
 	BranchPrefix string
-	// BotLogin is the App's own account, "<slug>[bot]"; events it sent are
-	// ignored. Empty recognises no bot.
+	// BotLogin is the App's own account, "<slug>[bot]" (from
+	// GITHUB_APP_SLUG); events it sent are ignored. Empty: Bot decides.
 	BotLogin string
+	// Bot, if set, is asked lazily for the App's bot login when a sender of
+	// type Bot does not match BotLogin. Nil recognises no other bot.
+	Bot BotIdentity
 	// Now stamps requested_at when a payload carries no usable time;
 	// time.Now when nil.
 	Now func() time.Time
@@ -190,8 +194,11 @@ func (m *Mapper) Map(ctx context.Context, event, deliveryID string, body []byte)
 	if !actsOn(event) {
 		return d.ignore("event %q is not handled", event), nil
 	}
-	if m.cfg.BotLogin != "" && facts.Sender != nil && strings.EqualFold(*facts.Sender, m.cfg.BotLogin) {
-		return d.ignore("sent by gitlease itself (%s)", m.cfg.BotLogin), nil
+	if own, login, err := m.sentByItself(ctx, facts, p.senderType()); err != nil || own {
+		if err != nil {
+			return Decision{}, err
+		}
+		return d.ignore("sent by gitlease itself (%s)", login), nil
 	}
 	switch event {
 	case eventIssues:

@@ -35,8 +35,8 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	if err != nil {
 		return fmt.Errorf("read the delivery's item: %w", err)
 	}
-	if _, ok := webhook.ReadMeta(holder.Dispatch); !ok {
-		return nil
+	if _, ok := rowMeta(holder.Source, holder.Dispatch); !ok {
+		return nil // the holder is a queue item only: nothing of it goes to GitHub
 	}
 	held, err := itemState(ctx, o.q, tx, holder.ID)
 	if err != nil {

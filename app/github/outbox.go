@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gitlease/gitlease/webhook"
 
@@ -88,8 +89,10 @@ var (
 	_ queue.EnqueueFilter = (*Outbox)(nil)
 )
 
-// ObservesEnqueue reports whether Enqueued writes anything for an item with
-// this dispatch: only a GitHub pull request's does (its queued check run).
+// ObservesEnqueue reports whether Enqueued may write anything for an item
+// with this dispatch: only a GitHub pull request's may (its queued check
+// run, and only when the item comes from a verified delivery, which
+// Enqueued checks).
 func (o *Outbox) ObservesEnqueue(dispatch json.RawMessage) bool {
 	m, ok := webhook.ReadMeta(dispatch)
 	return ok && m.Kind == webhook.KindPullRequest && m.HeadSHA != ""
@@ -114,7 +117,7 @@ func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u check
 // Enqueued creates a pull-request item's check run, queued, on its head
 // commit. An issue item's check run waits for its branch.
 func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
-	m, ok := webhook.ReadMeta(it.Dispatch())
+	m, ok := itemMeta(it)
 	if !ok || m.Kind != webhook.KindPullRequest || m.HeadSHA == "" {
 		return nil
 	}
@@ -129,7 +132,7 @@ func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 // Leased moves the check run to in_progress and, for an issue item not yet
 // provisioned, asks for its branch and draft pull request.
 func (o *Outbox) Leased(ctx context.Context, tx pgx.Tx, it queue.Item) error {
-	m, ok := webhook.ReadMeta(it.Dispatch())
+	m, ok := itemMeta(it)
 	if !ok {
 		return nil
 	}
@@ -174,7 +177,7 @@ var conclusions = map[string]string{
 // Finished concludes the item's check run. An issue item that never got a
 // branch never got a check run, and gets none now.
 func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
-	m, ok := webhook.ReadMeta(it.Dispatch())
+	m, ok := itemMeta(it)
 	if !ok || (m.Kind == webhook.KindIssue && !it.ProvisionRequested()) {
 		return nil
 	}
@@ -195,7 +198,7 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 // Annotate adds annotations to an item's check run, now or, for an issue
 // item without a check run yet, when it is created.
 func (o *Outbox) Annotate(ctx context.Context, tx pgx.Tx, it queue.Item, anns ...Annotation) error {
-	if _, ok := webhook.ReadMeta(it.Dispatch()); !ok || len(anns) == 0 {
+	if _, ok := itemMeta(it); !ok || len(anns) == 0 {
 		return nil
 	}
 	return o.checkRun(ctx, tx, it, checkRunUpdate{Annotations: anns})
@@ -207,10 +210,45 @@ func (o *Outbox) Standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun
 	return o.insert(ctx, tx, "standalone/"+c.ExternalID, kindStandalone, nil, c)
 }
 
-// noteText renders a worker's output tail for a check run's details.
+// itemMeta is where an item lives on GitHub, for an item created from a
+// verified delivery only (SPEC §7): an item enqueued over /rpc or stdio
+// gets no GitHub side effect, whatever GitHub metadata its dispatch names.
+func itemMeta(it queue.Item) (webhook.ItemMeta, bool) {
+	if !it.FromGitHub() {
+		return webhook.ItemMeta{}, false
+	}
+	return webhook.ReadMeta(it.Dispatch())
+}
+
+// rowMeta is itemMeta for a work_items row read directly.
+func rowMeta(source string, dispatch json.RawMessage) (webhook.ItemMeta, bool) {
+	if source != queue.SourceGitHub {
+		return webhook.ItemMeta{}, false
+	}
+	return webhook.ReadMeta(dispatch)
+}
+
+// maxNoteBytes is the most of a worker's note a check run summary quotes:
+// with the summary's own sentences it stays under GitHub's 65,535 bytes,
+// which GitHub enforces by refusing the whole update.
+const maxNoteBytes = 60000
+
+// noteText renders a worker's output tail for a check run's details. A
+// note over maxNoteBytes is cut to its last bytes, on a UTF-8 boundary,
+// saying so: the end of the output is what explains how it ended.
 func noteText(note string) string {
 	if note == "" {
 		return ""
 	}
-	return "\n\nThe worker's output ended with:\n\n```\n" + note + "\n```"
+	intro := "\n\nThe worker's output ended with:\n\n```\n"
+	if len(note) > maxNoteBytes {
+		cut := len(note) - maxNoteBytes
+		for cut < len(note) && !utf8.RuneStart(note[cut]) {
+			cut++
+		}
+		intro = fmt.Sprintf("\n\nThe worker's output was cut to its last %d bytes (%d earlier bytes omitted); it ended with:\n\n```\n",
+			len(note)-cut, cut)
+		note = note[cut:]
+	}
+	return intro + note + "\n```"
 }

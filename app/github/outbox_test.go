@@ -100,6 +100,7 @@ func issueParams(n int) queue.EnqueueParams {
 		},
 		IdempotencyKey: fmt.Sprintf("delivery-%d", n),
 		Reservation:    &queue.Reservation{Repository: repoName, BaseRef: "refs/heads/main", HeadRef: fmt.Sprintf("refs/heads/gitlease/issue-%d", n)},
+		FromGitHub:     true, // as the webhook intake enqueues it
 	}
 }
 
@@ -333,6 +334,7 @@ func TestPullRequestItemCheckRun(t *testing.T) {
 		Dispatch: queue.SubjectDispatch{Subject: &queue.SubjectRef{Kind: webhook.KindPullRequest, ID: fmt.Sprintf("%d#57", repoID), Metadata: meta},
 			WorkflowRef: "coding", TriggerSource: "github:pull_request.opened", RequestedAt: queue.Timestamp{Time: time.Now()}},
 		Reservation: &queue.Reservation{Repository: repoName, BaseRef: "refs/heads/main", HeadRef: "refs/heads/feature"},
+		FromGitHub:  true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -218,8 +218,8 @@ func (s *Sender) targetOf(ctx context.Context, row dbq.Outbox) (target, error) {
 		return t, err
 	}
 	var ok bool
-	if t.m, ok = webhook.ReadMeta(t.w.Dispatch); !ok {
-		return t, &permanentError{errors.New("work item has no GitHub metadata")}
+	if t.m, ok = rowMeta(t.w.Source, t.w.Dispatch); !ok {
+		return t, &permanentError{errors.New("work item has no GitHub metadata, or did not come from a verified delivery")}
 	}
 	if t.c, err = s.gh.Client(t.m.InstallationID); err != nil {
 		return t, &permanentError{err}

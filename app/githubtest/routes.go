@@ -20,6 +20,10 @@ func (s *Server) routes() []*route {
 		{kind: KindListHookDeliveries, pattern: "GET /app/hook/deliveries", op: "GET /app/hook/deliveries", auth: authJWT, handle: s.handleListHookDeliveries},
 		{kind: KindRedeliverHook, pattern: "POST /app/hook/deliveries/{delivery_id}/attempts",
 			op: "POST /app/hook/deliveries/{delivery_id}/attempts", auth: authJWT, write: true, handle: s.handleRedeliverHook},
+		// Authenticated by the token it revokes, in its handler: the route
+		// has no repository for authInstallation to check.
+		{kind: KindRevokeToken, pattern: "DELETE /installation/token", op: "DELETE /installation/token",
+			auth: authNone, handle: s.handleRevokeToken},
 
 		{kind: KindGetRepo, pattern: "GET " + repo, op: "GET /repos/{owner}/{repo}",
 			auth: authInstallation, perm: "metadata", handle: s.handleGetRepo},

@@ -54,7 +54,7 @@ func Kinds() []Kind {
 	return []Kind{KindGetApp, KindAccessToken, KindManifest, KindGetRepo, KindGetRef, KindCreateRef,
 		KindUpdateRef, KindGetCommit, KindCreateCommit, KindGetTree, KindListPulls, KindCreatePull,
 		KindGetPull, KindCreateCheckRun, KindGetCheckRun, KindUpdateCheckRun, KindListAnnotations,
-		KindListCheckRunsForRef, KindListHookDeliveries, KindRedeliverHook}
+		KindListCheckRunsForRef, KindListHookDeliveries, KindRedeliverHook, KindRevokeToken}
 }
 
 // Default identity of the fake's GitHub App.

@@ -231,8 +231,11 @@ type Config struct {
 // GET /setup shows a page whose button posts the manifest to GitHub, and
 // GET /setup/callback exchanges the code GitHub redirects back with for the
 // new App's credentials and shows them once. It remembers the states it
-// issued, in memory, for SetupStateTTL; a callback with any other state is
-// refused. It is safe for concurrent use.
+// issued, in memory, for SetupStateTTL, each bound to the browser it was
+// issued to (an HttpOnly, SameSite=Lax cookie); a callback with any other
+// state, or from another browser, is refused, and so is an App whose
+// permissions or events are not the manifest's. It is safe for concurrent
+// use.
 type Server struct {
 	cfg       Config
 	publicURL string // cfg.PublicURL normalised, or empty
@@ -240,9 +243,16 @@ type Server struct {
 	apiURL    *url.URL
 	logger    *slog.Logger
 	pages     *template.Template
+	grants    manifestGrants // what the created App must have
 
 	mu     sync.Mutex
-	states map[string]time.Time // issued state -> when it was issued
+	states map[string]issuedState
+}
+
+// issuedState is when a state was issued, and to which browser.
+type issuedState struct {
+	at      time.Time
+	browser string
 }
 
 // New returns the manifest flow for cfg. It returns an error when the
@@ -263,7 +273,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, logger: logger, states: map[string]time.Time{}}
+	s := &Server{cfg: cfg, logger: logger, states: map[string]issuedState{}}
 	var err error
 	if cfg.PublicURL != "" {
 		if s.publicURL, err = ParsePublicURL(cfg.PublicURL); err != nil {
@@ -276,7 +286,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if s.apiURL, err = url.Parse(cfg.APIURL); err != nil {
 		return nil, fmt.Errorf("setup: GitHub API URL: %w", err)
 	}
-	if _, err := RenderManifest(cfg.ManifestYAML, "https://gitlease.invalid"); err != nil {
+	rendered, err := RenderManifest(cfg.ManifestYAML, "https://gitlease.invalid")
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if s.grants, err = grantsOf(rendered); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	if s.pages, err = template.New("setup").Parse(setupPages); err != nil {
@@ -350,7 +364,11 @@ func (s *Server) start(c echo.Context) error {
 		return s.fail(c, http.StatusInternalServerError, "The App manifest is broken",
 			"This build's manifest.yml does not render; the server log says why.")
 	}
-	state, err := s.issueState()
+	browser, _, err := browserID(c)
+	var state string
+	if err == nil {
+		state, err = s.issueState(browser)
+	}
 	if err != nil {
 		s.logger.Error("setup: issue a state", "err", err)
 		return s.fail(c, http.StatusInternalServerError, "Cannot start the setup",
@@ -361,6 +379,7 @@ func (s *Server) start(c echo.Context) error {
 		action = s.webURL + "/organizations/" + url.PathEscape(org) + "/settings/apps/new"
 	}
 	action += "?" + url.Values{"state": {state}}.Encode()
+	setBrowserCookie(c, browser, base)
 	var pretty bytes.Buffer
 	_ = json.Indent(&pretty, manifest, "", "  ") // manifest is valid JSON
 	return s.render(c, http.StatusOK, "start", setupPage{
@@ -381,11 +400,21 @@ func (s *Server) start(c echo.Context) error {
 // exchanges the code for the new App's credentials and shows them once.
 func (s *Server) callback(c echo.Context) error {
 	code, state := c.QueryParam("code"), c.QueryParam("state")
-	if !s.stateValid(state) {
+	issued, ok := s.stateValid(state)
+	if !ok {
 		return s.fail(c, http.StatusBadRequest, "Unknown or expired setup state",
 			"This callback does not belong to a registration started from this server's /setup page within the last hour, "+
 				"or its credentials were already shown. Start again at /setup. If gitlease runs on several machines, the "+
 				"callback may have reached another one than the page: run the setup with a single machine.")
+	}
+	if !sameBrowser(c, issued.browser) {
+		// Someone else's registration handed to this browser: storing its
+		// credentials would run gitlease as their App.
+		s.logger.Warn("setup: callback refused: it comes from another browser than the one that started the setup")
+		return s.fail(c, http.StatusForbidden, "This setup was started in another browser",
+			"The registration this link completes was not started from this browser. If you did not start it, someone "+
+				"may be trying to make this server use their App: do not use its credentials. Start again at /setup, "+
+				"in this browser.")
 	}
 	if !manifestCode.MatchString(code) {
 		return s.fail(c, http.StatusBadRequest, "Missing or malformed code",
@@ -395,7 +424,7 @@ func (s *Server) callback(c echo.Context) error {
 	defer cancel()
 	client := github.NewClient(s.cfg.HTTPClient)
 	client.BaseURL = s.apiURL
-	conf, _, err := client.Apps.CompleteAppManifest(ctx, code)
+	conf, err := exchange(ctx, client, code)
 	if err != nil {
 		var ghErr *github.ErrorResponse
 		if errors.As(err, &ghErr) && ghErr.Response != nil &&
@@ -412,6 +441,12 @@ func (s *Server) callback(c echo.Context) error {
 				"or start again at /setup.")
 	}
 	s.consumeState(state)
+	if why := s.grants.mismatch(conf); why != "" {
+		s.logger.Warn("setup: the created App does not match the manifest; its credentials are not shown", "app_id", conf.GetID(), "mismatch", why)
+		return s.fail(c, http.StatusBadRequest, "The created App is not the one gitlease asked for",
+			"GitHub created an App with other permissions or events than gitlease's manifest ("+why+"), so its "+
+				"credentials are not shown. Delete that App on GitHub and start again at /setup.")
+	}
 	creds := appCredentials{
 		ID:            conf.GetID(),
 		Slug:          conf.GetSlug(),
@@ -481,9 +516,9 @@ func (s *Server) baseURL(c echo.Context) (base string, derived bool, err error) 
 	return base, true, err
 }
 
-// issueState returns a new random state and remembers it, forgetting
-// expired states and, past maxSetupStates, the oldest.
-func (s *Server) issueState() (string, error) {
+// issueState returns a new random state and remembers it, bound to
+// browser, forgetting expired states and, past maxSetupStates, the oldest.
+func (s *Server) issueState(browser string) (string, error) {
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("read random state: %w", err)
@@ -492,38 +527,38 @@ func (s *Server) issueState() (string, error) {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for st, at := range s.states {
-		if now.Sub(at) >= SetupStateTTL {
+	for st, is := range s.states {
+		if now.Sub(is.at) >= SetupStateTTL {
 			delete(s.states, st)
 		}
 	}
 	for len(s.states) >= maxSetupStates {
 		oldest, oldestAt := "", now
-		for st, at := range s.states {
-			if oldest == "" || at.Before(oldestAt) {
-				oldest, oldestAt = st, at
+		for st, is := range s.states {
+			if oldest == "" || is.at.Before(oldestAt) {
+				oldest, oldestAt = st, is.at
 			}
 		}
 		delete(s.states, oldest)
 	}
-	s.states[state] = now
+	s.states[state] = issuedState{at: now, browser: browser}
 	return state, nil
 }
 
-// stateValid reports whether state was issued by this Setup within
-// SetupStateTTL and has not been consumed.
-func (s *Server) stateValid(state string) bool {
+// stateValid returns state's issue record if this Setup issued it within
+// SetupStateTTL and it has not been consumed.
+func (s *Server) stateValid(state string) (issuedState, bool) {
 	if state == "" {
-		return false
+		return issuedState{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at, ok := s.states[state]
-	if ok && s.cfg.Now().Sub(at) >= SetupStateTTL {
+	is, ok := s.states[state]
+	if ok && s.cfg.Now().Sub(is.at) >= SetupStateTTL {
 		delete(s.states, state)
-		return false
+		return issuedState{}, false
 	}
-	return ok
+	return is, ok
 }
 
 // consumeState forgets state, so its credentials page is shown once.

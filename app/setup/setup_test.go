@@ -96,6 +96,17 @@ type startPage struct {
 	state       string
 	manifest    map[string]any
 	manifestRaw []byte // as posted, for githubtest.AddManifestCodeFor
+	cookie      string // the browser cookie /setup set, "name=value"
+}
+
+// with returns header plus the cookie of the browser that got the page,
+// as that browser sends it to the callback.
+func (sp startPage) with(header map[string]string) map[string]string {
+	h := map[string]string{"Cookie": sp.cookie}
+	for k, v := range header {
+		h[k] = v
+	}
+	return h
 }
 
 // parseStart gets /setup+query and reads its registration form.
@@ -123,6 +134,11 @@ func parseStart(t *testing.T, srvURL string, header map[string]string, query str
 		t.Fatalf("form action %q carries no random state", sp.action)
 	}
 	sp.manifestRaw = []byte(html.UnescapeString(m[1]))
+	cookies := (&http.Response{Header: p.header}).Cookies()
+	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteLaxMode || cookies[0].Path != "/setup" {
+		t.Fatalf("GET /setup set cookies %+v, want one HttpOnly, SameSite=Lax cookie for /setup", cookies)
+	}
+	sp.cookie = cookies[0].Name + "=" + cookies[0].Value
 	if err := json.Unmarshal(sp.manifestRaw, &sp.manifest); err != nil {
 		t.Fatalf("the manifest field is not JSON: %v\n%s", err, m[1])
 	}
@@ -186,7 +202,7 @@ func TestSetupManifestFlow(t *testing.T) {
 	}
 
 	// The real callback shows the App's credentials, uncached.
-	p := get(t, srv.URL+"/setup/callback?code=c0ffee01&state="+url.QueryEscape(sp.state), proxied)
+	p := get(t, srv.URL+"/setup/callback?code=c0ffee01&state="+url.QueryEscape(sp.state), sp.with(proxied))
 	if p.status != http.StatusOK {
 		t.Fatalf("callback = %d, want 200:\n%s", p.status, p.body)
 	}
@@ -214,7 +230,7 @@ func TestSetupManifestFlow(t *testing.T) {
 	}
 
 	// Reloading the page does not show the credentials again.
-	p = get(t, srv.URL+"/setup/callback?code=c0ffee01&state="+url.QueryEscape(sp.state), nil)
+	p = get(t, srv.URL+"/setup/callback?code=c0ffee01&state="+url.QueryEscape(sp.state), sp.with(nil))
 	if p.status != http.StatusBadRequest || strings.Contains(p.body, "PRIVATE KEY") {
 		t.Errorf("second callback with the same state = %d, want 400 without the key:\n%s", p.status, p.body)
 	}
@@ -222,7 +238,7 @@ func TestSetupManifestFlow(t *testing.T) {
 	// The same code under a fresh state: GitHub refuses it; the page says so
 	// without GitHub's error internals.
 	sp2 := parseStart(t, srv.URL, nil, "")
-	p = get(t, srv.URL+"/setup/callback?code=c0ffee01&state="+url.QueryEscape(sp2.state), nil)
+	p = get(t, srv.URL+"/setup/callback?code=c0ffee01&state="+url.QueryEscape(sp2.state), sp2.with(nil))
 	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "GitHub does not accept this code") {
 		t.Errorf("second use of the code = %d, want 400 saying GitHub refused it:\n%s", p.status, p.body)
 	}
@@ -236,7 +252,7 @@ func TestSetupManifestFlow(t *testing.T) {
 	}
 
 	// A malformed code never reaches GitHub.
-	if p := get(t, srv.URL+"/setup/callback?code=../../app&state="+url.QueryEscape(sp2.state), nil); p.status != http.StatusBadRequest {
+	if p := get(t, srv.URL+"/setup/callback?code=../../app&state="+url.QueryEscape(sp2.state), sp2.with(nil)); p.status != http.StatusBadRequest {
 		t.Errorf("callback with a malformed code = %d, want 400", p.status)
 	}
 	if n := gh.Count(githubtest.KindManifest); n != 2 {
@@ -254,12 +270,12 @@ func TestSetupGitHubDown(t *testing.T) {
 	created := gh.AddManifestCodeFor("abc123", sp.manifestRaw)
 	gh.FailNext(githubtest.KindManifest, 2, http.StatusInternalServerError)
 	for range 2 {
-		p := get(t, srv.URL+"/setup/callback?code=abc123&state="+url.QueryEscape(sp.state), nil)
+		p := get(t, srv.URL+"/setup/callback?code=abc123&state="+url.QueryEscape(sp.state), sp.with(nil))
 		if p.status != http.StatusBadGateway || strings.Contains(p.body, strings.TrimSuffix(gh.URL(), "/")) || strings.Contains(p.body, "500") {
 			t.Fatalf("callback with GitHub failing = %d, want a clean 502:\n%s", p.status, p.body)
 		}
 	}
-	p := get(t, srv.URL+"/setup/callback?code=abc123&state="+url.QueryEscape(sp.state), nil)
+	p := get(t, srv.URL+"/setup/callback?code=abc123&state="+url.QueryEscape(sp.state), sp.with(nil))
 	if p.status != http.StatusOK || !strings.Contains(p.body, created.WebhookSecret) {
 		t.Fatalf("callback once GitHub is back = %d, want 200 with the credentials:\n%s", p.status, p.body)
 	}
@@ -274,7 +290,7 @@ func TestSetupStateExpires(t *testing.T) {
 	sp := parseStart(t, srv.URL, nil, "")
 	gh.AddManifestCodeFor("late", sp.manifestRaw)
 	clk.Add(setup.SetupStateTTL + time.Second)
-	if p := get(t, srv.URL+"/setup/callback?code=late&state="+url.QueryEscape(sp.state), nil); p.status != http.StatusBadRequest {
+	if p := get(t, srv.URL+"/setup/callback?code=late&state="+url.QueryEscape(sp.state), sp.with(nil)); p.status != http.StatusBadRequest {
 		t.Fatalf("callback after the state expired = %d, want 400", p.status)
 	}
 	if gh.Count(githubtest.KindManifest) != 0 {
@@ -282,7 +298,7 @@ func TestSetupStateExpires(t *testing.T) {
 	}
 	sp = parseStart(t, srv.URL, nil, "")
 	clk.Add(setup.SetupStateTTL - time.Minute)
-	if p := get(t, srv.URL+"/setup/callback?code=late&state="+url.QueryEscape(sp.state), nil); p.status != http.StatusOK {
+	if p := get(t, srv.URL+"/setup/callback?code=late&state="+url.QueryEscape(sp.state), sp.with(nil)); p.status != http.StatusOK {
 		t.Fatalf("callback within the hour = %d, want 200:\n%s", p.status, p.body)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,41 +47,17 @@ const (
 	reasonLeaseLostPrefix = "lease lost: "
 )
 
-// serverSecrets are variables of a gitlease server's environment that a
-// command must never see, whatever the worker. Every inherited GITLEASE_*
-// variable is dropped too (GITLEASE_RPC_TOKEN among them), so that the only
-// GITLEASE_* variables a command sees describe its item.
-var serverSecrets = map[string]bool{
-	"DATABASE_URL":            true,
-	"GITHUB_PRIVATE_KEY":      true,
-	"GITHUB_PRIVATE_KEY_FILE": true,
-	"GITHUB_WEBHOOK_SECRET":   true,
-	"GITHUB_APP_ID":           true,
-	"PGPASSWORD":              true,
-	"PGPASSFILE":              true,
-}
-
-// childEnv is a command's environment: base without the server's secrets
-// and without inherited GITLEASE_* variables (and without GITHUB_TOKEN
-// unless keepGitHubToken), followed by the item's variables.
-func childEnv(base []string, keepGitHubToken bool, item []string) []string {
-	env := make([]string, 0, len(base)+len(item))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if serverSecrets[k] || strings.HasPrefix(k, "GITLEASE_") || (k == "GITHUB_TOKEN" && !keepGitHubToken) {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, item...)
-}
-
-// itemEnv lists the GITLEASE_* variables describing a leased item.
-func itemEnv(f queue.Fence, dispatch json.RawMessage, meta webhook.ItemMeta, prov *queue.Provisioning) []string {
+// itemEnv lists the GITLEASE_* variables describing a leased item: the
+// dispatch is in the file dispatchFile names and, when under 64 KiB, in
+// GITLEASE_DISPATCH too.
+func itemEnv(f queue.Fence, dispatch json.RawMessage, dispatchFile string, meta webhook.ItemMeta, prov *queue.Provisioning) []string {
 	v := map[string]string{
-		"GITLEASE_ENTRY_ID":    f.QueueLease.EntryID,
-		"GITLEASE_WORKFLOW_ID": f.WorkflowID,
-		"GITLEASE_DISPATCH":    string(dispatch),
+		"GITLEASE_ENTRY_ID":      f.QueueLease.EntryID,
+		"GITLEASE_WORKFLOW_ID":   f.WorkflowID,
+		"GITLEASE_DISPATCH_FILE": dispatchFile,
+	}
+	if len(dispatch) < maxDispatchEnv {
+		v["GITLEASE_DISPATCH"] = string(dispatch)
 	}
 	if s := f.Subject; s != nil {
 		v["GITLEASE_QUALIFIED_ID"] = s.QualifiedID
@@ -113,11 +90,14 @@ func itemEnv(f queue.Fence, dispatch json.RawMessage, meta webhook.ItemMeta, pro
 	names := []string{
 		"GITLEASE_ENTRY_ID", "GITLEASE_QUALIFIED_ID", "GITLEASE_GENERATION", "GITLEASE_WORKFLOW_ID",
 		"GITLEASE_REPOSITORY", "GITLEASE_BASE_REF", "GITLEASE_HEAD_REF", "GITLEASE_HEAD_SHA",
-		"GITLEASE_PR_NUMBER", "GITLEASE_PR_URL", "GITLEASE_INSTALLATION_ID", "GITLEASE_DISPATCH",
+		"GITLEASE_PR_NUMBER", "GITLEASE_PR_URL", "GITLEASE_INSTALLATION_ID", "GITLEASE_DISPATCH_FILE",
 	}
-	env := make([]string, 0, len(names))
+	env := make([]string, 0, len(names)+1)
 	for _, n := range names {
 		env = append(env, n+"="+v[n]) // always set, empty when unknown
+	}
+	if d, ok := v["GITLEASE_DISPATCH"]; ok {
+		env = append(env, "GITLEASE_DISPATCH="+d)
 	}
 	return env
 }
@@ -177,7 +157,7 @@ type job struct {
 	entryID  string
 	dispatch json.RawMessage
 	meta     webhook.ItemMeta
-	isGitHub bool
+	isGitHub bool // the dispatch names a GitHub subject and, built in, the item came from a verified delivery
 	log      *slog.Logger
 
 	mu    sync.Mutex
@@ -230,7 +210,11 @@ func (j *job) run() {
 	}()
 	j.log.InfoContext(ctx, "work item started")
 
-	prov, err := j.awaitProvisioning(ctx)
+	err := j.checkOrigin(ctx)
+	var prov *queue.Provisioning
+	if err == nil {
+		prov, err = j.awaitProvisioning(ctx)
+	}
 	if err == nil {
 		var status, note string
 		status, note, err = j.execute(ctx, prov)
@@ -256,6 +240,25 @@ func (j *job) run() {
 		j.log.ErrorContext(ctx, "work item interrupted", "err", err)
 		j.release(ctx, err.Error())
 	}
+}
+
+// checkOrigin keeps isGitHub only for an item the webhook intake created
+// from a verified delivery (SPEC §7): a dispatch naming a GitHub subject
+// over /rpc gets no installation token and waits for no branch. A remote
+// worker cannot tell, and never mints tokens: its check is the server's,
+// which provisions nothing for such an item.
+func (j *job) checkOrigin(ctx context.Context) error {
+	if !j.isGitHub || j.w.store == nil {
+		return nil
+	}
+	callCtx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	it, err := j.w.store.Get(callCtx, j.entryID)
+	if err != nil {
+		return fmt.Errorf("read the item's origin: %w", err)
+	}
+	j.isGitHub = it.FromGitHub()
+	return nil
 }
 
 // renewEvery is the renew cadence: a third of the lease TTL, so two
@@ -376,12 +379,26 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 	default:
 	}
 	tail := &tailBuffer{max: cfg.OutputTail}
-	// The built-in worker hands out only the item's installation token; a
-	// remote worker passes on the GITHUB_TOKEN of its own environment.
-	env := childEnv(cfg.Env, j.w.remote, itemEnv(j.currentFence(), j.dispatch, j.meta, prov))
-	if j.w.gh != nil && j.meta.InstallationID > 0 {
+	file, removeFile, err := writeDispatchFile(j.dispatch, j.w.user)
+	if err != nil {
+		return "", "", err
+	}
+	defer removeFile()
+	home := ""
+	if j.w.user != nil {
+		home = j.w.user.home
+	}
+	pass := cfg.PassEnv
+	if j.w.remote {
+		// A remote worker passes on the GITHUB_TOKEN of its own environment.
+		pass = append(slices.Clone(pass), "GITHUB_TOKEN")
+	}
+	env := childEnv(cfg.Env, pass, home, itemEnv(j.currentFence(), j.dispatch, file, j.meta, prov))
+	// The built-in worker hands out a token minted for this item alone,
+	// and only for an item from a verified delivery.
+	if j.w.gh != nil && j.isGitHub {
 		tokCtx, cancel := context.WithTimeout(ctx, rpcTimeout)
-		tok, err := j.w.gh.Token(tokCtx, j.meta.InstallationID)
+		tok, revoke, err := j.w.gh.ItemToken(tokCtx, j.meta.InstallationID, j.meta.RepositoryID)
 		cancel()
 		if err != nil {
 			// Run anyway: the command decides whether it can do without,
@@ -390,6 +407,7 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 			fmt.Fprintf(tail, "gitlease: no installation token (GITHUB_TOKEN) for this run: %v\n", err)
 		} else {
 			env = append(env, "GITHUB_TOKEN="+tok)
+			defer j.revoke(ctx, revoke)
 		}
 	}
 	cmd := exec.Command("sh", "-c", cfg.Exec)
@@ -398,11 +416,17 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 	cmd.Stderr = tail
 	// Its own process group, so stopping it stops what it started too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if u := j.w.user; u != nil {
+		cmd.SysProcAttr.Credential = u.cred
+	}
 	// A background child that keeps the output open must not hold the job.
 	cmd.WaitDelay = cfg.KillAfter
 	if err := cmd.Start(); err != nil {
 		return queue.StatusFailed, fmt.Sprintf("gitlease: could not start the command: %v", err), nil
 	}
+	// Whatever the command left running in its group ends with it, before
+	// its token is revoked and its dispatch file removed.
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
 	j.log.InfoContext(ctx, "command started", "pid", cmd.Process.Pid)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -426,6 +450,16 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 			j.terminate(ctx, cmd, done)
 			return "", "", errShutdown
 		}
+	}
+}
+
+// revoke revokes the command's token, on a context of its own: the token
+// must die with the command even when the worker is stopping.
+func (j *job) revoke(ctx context.Context, revoke func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rpcTimeout)
+	defer cancel()
+	if err := revoke(ctx); err != nil {
+		j.log.WarnContext(ctx, "could not revoke the command's installation token; it expires within the hour", "err", err)
 	}
 }
 

@@ -69,9 +69,17 @@ type WorkerConfig struct {
 	OutputTail int
 	// RenewEvery overrides the renew cadence, a third of the lease TTL.
 	RenewEvery time.Duration
-	// Env is the environment commands inherit (minus the server's
-	// secrets); os.Environ() when nil.
+	// Env is the environment commands take their allow-listed variables
+	// from (PATH, HOME, LANG, LC_ALL, LC_CTYPE, TZ, TMPDIR and PassEnv);
+	// os.Environ() when nil.
 	Env []string
+	// PassEnv names further variables of Env passed on to commands
+	// (GITLEASE_WORKER_ENV), such as an agent's API key.
+	PassEnv []string
+	// User, if set, is the OS user (name or uid) commands run as, with its
+	// groups and home directory (GITLEASE_WORKER_USER); switching user
+	// needs root.
+	User string
 }
 
 func (c *WorkerConfig) defaults() {
@@ -117,6 +125,8 @@ type Worker struct {
 	ttl    time.Duration         // the lease TTL, when known (built-in)
 	pool   *pgxpool.Pool         // for LISTEN; nil for a remote worker
 	gh     *github.Installations // installation tokens; nil: none
+	store  *queue.Store          // the built-in worker's, for an item's origin; nil for a remote worker
+	user   *commandUser          // commands run as; nil: this process's user
 	remote bool
 	cfg    WorkerConfig
 	logger *slog.Logger
@@ -150,7 +160,7 @@ func NewWorker(store *queue.Store, pool *pgxpool.Pool, gh *github.Installations,
 	if err != nil {
 		return nil, err
 	}
-	w.ttl, w.pool, w.gh = store.LeaseTTL(), pool, gh
+	w.ttl, w.pool, w.gh, w.store = store.LeaseTTL(), pool, gh, store
 	return w, nil
 }
 
@@ -180,8 +190,16 @@ func newWorker(q leaser, cfg WorkerConfig, logger *slog.Logger) (*Worker, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{q: q, cfg: cfg, logger: logger.With("owner_id", cfg.OwnerID),
-		wake: make(chan struct{}, 1), running: map[string]bool{}}, nil
+	w := &Worker{q: q, cfg: cfg, logger: logger.With("owner_id", cfg.OwnerID),
+		wake: make(chan struct{}, 1), running: map[string]bool{}}
+	if cfg.User != "" {
+		u, err := lookupCommandUser(cfg.User)
+		if err != nil {
+			return nil, err
+		}
+		w.user = u
+	}
+	return w, nil
 }
 
 // NewInstanceID names this process among the instances sharing a database:

@@ -73,6 +73,7 @@ func issueItem(t *testing.T, store *queue.Store, n int, gh bool) queue.EnqueueRe
 		},
 		Reservation: &queue.Reservation{Repository: "acme/widgets", BaseRef: "refs/heads/main",
 			HeadRef: fmt.Sprintf("refs/heads/gitlease/issue-%d", n)},
+		FromGitHub: gh, // with GitHub metadata, as the webhook intake enqueues it
 	})
 	if err != nil {
 		t.Fatalf("enqueue: %v", err)
@@ -231,9 +232,10 @@ func TestWorkerEnvironment(t *testing.T) {
 	base := append(os.Environ(),
 		"DATABASE_URL=postgres://u:secret@db/x", "GITHUB_PRIVATE_KEY=-----BEGIN", "GITHUB_PRIVATE_KEY_FILE=/k.pem",
 		"GITHUB_WEBHOOK_SECRET=whsec", "GITLEASE_RPC_TOKEN=rpctok", "GITHUB_APP_ID=12", "GITHUB_TOKEN=ambient",
-		"GITLEASE_WORKER_EXEC=x", "KEEP_ME=kept")
-	startWorker(t, store, pool, WorkerConfig{Env: base,
-		Exec: script(t, "env > '"+dir+"/env'\nprintf '%s' \"$GITLEASE_DISPATCH\" > '"+dir+"/dispatch'\n")})
+		"GITLEASE_WORKER_EXEC=x", "KEEP_ME=kept", "NOT_LISTED=dropped")
+	startWorker(t, store, pool, WorkerConfig{Env: base, PassEnv: []string{"KEEP_ME"},
+		Exec: script(t, "env > '"+dir+"/env'\nprintf '%s' \"$GITLEASE_DISPATCH\" > '"+dir+"/dispatch'\n"+
+			"stat -c %a \"$GITLEASE_DISPATCH_FILE\" > '"+dir+"/mode'\ncmp \"$GITLEASE_DISPATCH_FILE\" '"+dir+"/dispatch'\n")})
 	done := waitStatus(t, store, it.EntryID, queue.StatusCompleted, 15*time.Second)
 	env := readEnv(t, dir+"/env")
 	f := done.Fence()
@@ -254,7 +256,7 @@ func TestWorkerEnvironment(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"DATABASE_URL", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_FILE", "GITHUB_WEBHOOK_SECRET",
-		"GITLEASE_RPC_TOKEN", "GITHUB_APP_ID", "GITHUB_TOKEN", "GITLEASE_WORKER_EXEC"} {
+		"GITLEASE_RPC_TOKEN", "GITHUB_APP_ID", "GITHUB_TOKEN", "GITLEASE_WORKER_EXEC", "NOT_LISTED"} {
 		if v, ok := env[k]; ok {
 			t.Errorf("the command sees %s=%q", k, v)
 		}
@@ -267,6 +269,12 @@ func TestWorkerEnvironment(t *testing.T) {
 	if err := json.Unmarshal(b, &d); err != nil || d.Subject == nil || d.Subject.ID != "1296269#4" {
 		t.Errorf("GITLEASE_DISPATCH = %s (%v), want the dispatch", b, err)
 	}
+	if mode, _ := os.ReadFile(dir + "/mode"); strings.TrimSpace(string(mode)) != "600" {
+		t.Errorf("GITLEASE_DISPATCH_FILE mode %q, want 600", mode)
+	}
+	if p := env["GITLEASE_DISPATCH_FILE"]; p == "" || fileExists(p) {
+		t.Errorf("GITLEASE_DISPATCH_FILE %q not set, or not removed after the command", p)
+	}
 }
 
 func TestItemEnvForPullRequests(t *testing.T) {
@@ -276,7 +284,7 @@ func TestItemEnvForPullRequests(t *testing.T) {
 	meta := webhook.ItemMeta{Kind: webhook.KindPullRequest, Metadata: webhook.Metadata{InstallationID: 77, Repository: "o/r", Number: 5,
 		HTMLURL: "https://github.com/o/r/pull/5", HeadSHA: "abc"}}
 	env := map[string]string{}
-	for _, kv := range itemEnv(f, json.RawMessage(`{}`), meta, nil) {
+	for _, kv := range itemEnv(f, json.RawMessage(`{}`), "/tmp/d.json", meta, nil) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
@@ -484,16 +492,26 @@ func TestWorkerConfigValidation(t *testing.T) {
 	}
 }
 
-func TestChildEnvDropsSecrets(t *testing.T) {
+func TestChildEnvIsAnAllowList(t *testing.T) {
 	t.Parallel()
-	base := []string{"PATH=/bin", "DATABASE_URL=x", "GITLEASE_RPC_TOKEN=t", "GITLEASE_ENTRY_ID=stale", "GITHUB_TOKEN=g", "PGPASSWORD=p"}
-	got := strings.Join(childEnv(base, false, []string{"GITLEASE_ENTRY_ID=new"}), " ")
-	if got != "PATH=/bin GITLEASE_ENTRY_ID=new" {
-		t.Errorf("built-in env = %q", got)
+	base := []string{"PATH=/bin", "DATABASE_URL=x", "GITLEASE_RPC_TOKEN=t", "GITLEASE_ENTRY_ID=stale", "GITHUB_TOKEN=g",
+		"PGPASSWORD=p", "HOME=/root", "AGENT_KEY=k", "MY_SECRET=s", "LANG=C", "PATH=/second"}
+	cases := []struct {
+		name string
+		pass []string
+		home string
+		item []string
+		want string
+	}{
+		{"built in", nil, "", []string{"GITLEASE_ENTRY_ID=new"}, "PATH=/bin HOME=/root LANG=C GITLEASE_ENTRY_ID=new"},
+		{"passed names", []string{"AGENT_KEY"}, "", nil, "PATH=/bin HOME=/root AGENT_KEY=k LANG=C"},
+		{"remote keeps its token", []string{"GITHUB_TOKEN"}, "", nil, "PATH=/bin GITHUB_TOKEN=g HOME=/root LANG=C"},
+		{"another user's home", nil, "/home/worker", nil, "PATH=/bin LANG=C HOME=/home/worker"},
 	}
-	got = strings.Join(childEnv(base, true, nil), " ")
-	if got != "PATH=/bin GITHUB_TOKEN=g" {
-		t.Errorf("remote env = %q", got)
+	for _, tc := range cases {
+		if got := strings.Join(childEnv(base, tc.pass, tc.home, tc.item), " "); got != tc.want {
+			t.Errorf("%s: env = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -612,6 +630,7 @@ func TestWorkerEndToEndWithGitHub(t *testing.T) {
 				WorkflowRef: "coding", TriggerSource: "github:issues.opened", RequestedAt: queue.Timestamp{Time: time.Now().UTC().Truncate(time.Second)},
 			},
 			Reservation: &queue.Reservation{Repository: "octo/widgets", BaseRef: "refs/heads/main", HeadRef: fmt.Sprintf("refs/heads/gitlease/issue-%d", n)},
+			FromGitHub:  true,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -630,7 +649,8 @@ func TestWorkerEndToEndWithGitHub(t *testing.T) {
 	dir := t.TempDir()
 	ok, bad := enqueue(1), enqueue(2)
 	startWorkerWith(t, store, pool, inst, WorkerConfig{Slots: 2, Poll: 200 * time.Millisecond, Exec: script(t, `
-env > '`+dir+`/env.'"$GITLEASE_ENTRY_ID"
+env > '`+dir+`/tmp.'"$GITLEASE_ENTRY_ID"
+mv '`+dir+`/tmp.'"$GITLEASE_ENTRY_ID" '`+dir+`/env.'"$GITLEASE_ENTRY_ID"
 while [ ! -f '`+dir+`/go' ]; do sleep 0.05; done
 echo "worked on $GITLEASE_HEAD_REF"
 test "$GITLEASE_ENTRY_ID" != '`+bad+`'

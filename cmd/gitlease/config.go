@@ -7,11 +7,15 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/gitlease/gitlease/app/github"
+
 	"github.com/gitlease/gitlease/app/setup"
 
 	"github.com/gitlease/gitlease/app"
@@ -49,6 +53,14 @@ type config struct {
 	WorkerExec     string
 	Migrate        bool
 	PublicURL      string
+	// WorkerUser is the OS user worker commands run as ("": serve's own).
+	WorkerUser string
+	// WorkerEnv names the server's variables passed on to worker commands.
+	WorkerEnv []string
+	// MaxInflightBody bounds the webhook body bytes held at once.
+	MaxInflightBody int64
+	// HTTP bounds the HTTP server (SPEC §5); not a setting, tests shorten it.
+	HTTP httpBounds
 	// DeliveryRetention is how long webhook delivery records are kept.
 	DeliveryRetention time.Duration
 	// RedeliverInterval is the time between redelivery scans (0: none);
@@ -58,26 +70,34 @@ type config struct {
 }
 
 // setting is one configurable value: its env var, its flag and its help.
+// A secret has no flag, so its value never shows in ps; it is read from
+// env or, when file names a variable, from the file that variable names.
 type setting struct {
 	env, flag, def, help string
 	secret               bool
+	file                 string
 }
 
 var settings = []setting{
 	{env: "DATABASE_URL", flag: "database-url", help: "Postgres connection string (required)", secret: true},
 	{env: "PORT", flag: "port", def: "8080", help: "HTTP listen port"},
 	{env: "GITHUB_APP_ID", flag: "github-app-id", help: "numeric GitHub App ID (required for GitHub calls)"},
-	{env: "GITHUB_PRIVATE_KEY", flag: "github-private-key", help: "GitHub App private key, PEM text", secret: true},
+	{env: "GITHUB_PRIVATE_KEY", help: "GitHub App private key, PEM text", secret: true},
 	{env: "GITHUB_PRIVATE_KEY_FILE", flag: "github-private-key-file", help: "GitHub App private key, path to a PEM file"},
-	{env: "GITHUB_WEBHOOK_SECRET", flag: "github-webhook-secret", help: "webhook secret; several, comma-separated, for rotation (required)", secret: true},
+	{env: "GITHUB_WEBHOOK_SECRET", help: "webhook secret; several, comma-separated, for rotation (required)", secret: true, file: "GITHUB_WEBHOOK_SECRET_FILE"},
+	{env: "GITHUB_WEBHOOK_SECRET_FILE", flag: "github-webhook-secret-file", help: "webhook secrets, path to a file holding them"},
 	{env: "GITHUB_APP_SLUG", flag: "github-app-slug", help: "the App's slug, to recognise its own bot (default: read from GET /app)"},
 	{env: "GITHUB_API_URL", flag: "github-api-url", def: "https://api.github.com/", help: "GitHub REST base URL (GitHub Enterprise Server, tests)"},
-	{env: "GITLEASE_RPC_TOKEN", flag: "rpc-token", help: "bearer token for /rpc; unset disables /rpc", secret: true},
+	{env: "GITLEASE_RPC_TOKEN", help: "bearer token for /rpc; unset disables /rpc", secret: true, file: "GITLEASE_RPC_TOKEN_FILE"},
+	{env: "GITLEASE_RPC_TOKEN_FILE", flag: "rpc-token-file", help: "bearer token for /rpc, path to a file holding it"},
 	{env: "GITLEASE_LEASE_TTL", flag: "lease-ttl", def: "30m", help: "lease time-to-live (Go duration)"},
 	{env: "GITLEASE_TRIGGER_LABEL", flag: "trigger-label", help: "if set, only issues/PRs carrying this label are enqueued"},
 	{env: "GITLEASE_BRANCH_PREFIX", flag: "branch-prefix", def: "gitlease/", help: "prefix for branches gitlease creates"},
 	{env: "GITLEASE_WORKER_SLOTS", flag: "worker-slots", def: "5", help: "built-in worker slots (0 disables it; 1..5)"},
 	{env: "GITLEASE_WORKER_EXEC", flag: "worker-exec", help: "shell command (sh -c) the built-in worker runs per leased item"},
+	{env: "GITLEASE_WORKER_USER", flag: "worker-user", help: "OS user worker commands run as (serve running as root)"},
+	{env: "GITLEASE_WORKER_ENV", flag: "worker-env", help: "comma-separated names of server variables passed on to worker commands"},
+	{env: "GITLEASE_MAX_INFLIGHT_BODY", flag: "max-inflight-body", def: "64MiB", help: "webhook body bytes held at once, all requests together; past it 503"},
 	{env: "GITLEASE_MIGRATE", flag: "migrate", def: "true", help: "apply migrations at start"},
 	{env: "GITLEASE_DELIVERY_RETENTION", flag: "delivery-retention", def: "720h", help: "how long webhook delivery records are kept (Go duration, at least 72h)"},
 	{env: "GITLEASE_REDELIVER_INTERVAL", flag: "redeliver-interval", def: "5m", help: "how often the redelivery reconciler scans GitHub's delivery log (0 disables it)"},
@@ -98,7 +118,7 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		}
 		val := v
 		values[s.env] = &val
-		if withFlags {
+		if withFlags && s.flag != "" {
 			help := fmt.Sprintf("%s (env %s)", s.help, s.env)
 			if s.def != "" {
 				help += fmt.Sprintf(" (default %q)", s.def)
@@ -113,6 +133,20 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		return config{}, &configError{Setting: "flags", Problem: err.Error()}
 	}
 	get := func(env string) string { return strings.TrimSpace(*values[env]) }
+	for _, s := range settings {
+		if s.file == "" || get(s.file) == "" {
+			continue
+		}
+		if get(s.env) != "" {
+			return config{}, &configError{Setting: s.env, Problem: "set either it or " + s.file + ", not both"}
+		}
+		b, err := os.ReadFile(get(s.file))
+		if err != nil {
+			return config{}, &configError{Setting: s.file, Problem: "cannot read the file: " + err.Error()}
+		}
+		v := strings.TrimSpace(string(b))
+		values[s.env] = &v
+	}
 	for _, w := range want {
 		if get(w) == "" {
 			return config{}, &configError{Setting: w, Problem: "required but not set"}
@@ -165,6 +199,26 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		return c, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: fmt.Sprintf("%q is not a number from 0 to 5", get("GITLEASE_WORKER_SLOTS"))}
 	}
 	c.WorkerExec = *values["GITLEASE_WORKER_EXEC"]
+	if c.WorkerUser = get("GITLEASE_WORKER_USER"); c.WorkerUser != "" {
+		if _, err := user.Lookup(c.WorkerUser); err != nil {
+			if _, err := user.LookupId(c.WorkerUser); err != nil {
+				return c, &configError{Setting: "GITLEASE_WORKER_USER", Problem: fmt.Sprintf("no user %q on this machine", c.WorkerUser)}
+			}
+		}
+	}
+	for _, n := range strings.Split(get("GITLEASE_WORKER_ENV"), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			if strings.ContainsAny(n, "= ") {
+				return c, &configError{Setting: "GITLEASE_WORKER_ENV", Problem: fmt.Sprintf("%q is not a variable name", n)}
+			}
+			c.WorkerEnv = append(c.WorkerEnv, n)
+		}
+	}
+	if n, err := humanize.ParseBytes(get("GITLEASE_MAX_INFLIGHT_BODY")); err != nil || n < 25<<20 || n > 1<<40 {
+		return c, &configError{Setting: "GITLEASE_MAX_INFLIGHT_BODY", Problem: fmt.Sprintf("%q is not a size from 25MiB (the largest delivery) to 1TiB, e.g. 64MiB", get("GITLEASE_MAX_INFLIGHT_BODY"))}
+	} else {
+		c.MaxInflightBody = int64(n)
+	}
 	if c.Migrate, err = strconv.ParseBool(get("GITLEASE_MIGRATE")); err != nil {
 		return c, &configError{Setting: "GITLEASE_MIGRATE", Problem: fmt.Sprintf("%q is not true or false", get("GITLEASE_MIGRATE"))}
 	}

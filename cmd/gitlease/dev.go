@@ -40,6 +40,9 @@ type devState struct {
 	WebhookSecret string `json:"webhook_secret"`
 	RPCToken      string `json:"rpc_token"`
 	UIToken       string `json:"ui_token"`
+	// PostgresPassword is the cluster's postgres password: clusters dev
+	// creates trust no local user (peer on the socket, SCRAM over TCP).
+	PostgresPassword string `json:"postgres_password"`
 }
 
 // runDev is `gitlease dev`: it starts (or reuses) a local PostgreSQL under
@@ -189,6 +192,7 @@ func setUpDevPostgres(ctx context.Context, stateDir, bindir string, logger *slog
 		DataDir:   filepath.Join(home, "pgdata"),
 		LogFile:   filepath.Join(home, "postgres.log"),
 		SocketDir: filepath.Join(home, "run"),
+		Password:  state.PostgresPassword,
 	})
 	if errors.Is(err, pgcluster.ErrNoBinaries) {
 		return nil, state, fmt.Errorf("%w: install PostgreSQL, set GITLEASE_PG_BINDIR, or run serve with DATABASE_URL", err)
@@ -308,6 +312,11 @@ func loadDevState(path string) (devState, error) {
 	if st.UIToken == "" {
 		if st.UIToken, err = randomHex(16); err != nil {
 			return st, fmt.Errorf("generate dashboard token: %w", err)
+		}
+	}
+	if st.PostgresPassword == "" {
+		if st.PostgresPassword, err = randomHex(24); err != nil {
+			return st, fmt.Errorf("generate postgres password: %w", err)
 		}
 	}
 	return st, nil

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gitlease/gitlease/db/pgcluster"
 )
@@ -116,6 +119,15 @@ func TestDev(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), state.RPCToken) || !strings.Contains(out.String(), state.WebhookSecret) {
 		t.Errorf("dev output does not show the token and secret kept in dev.json")
+	}
+	// The cluster trusts no one: without dev.json's password a local user
+	// cannot log in as postgres.
+	for _, pw := range []string{"", "wrong"} {
+		u := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", pw, state.PostgresPort)
+		if conn, err := pgx.Connect(context.Background(), u); err == nil {
+			conn.Close(context.Background())
+			t.Errorf("dev's PostgreSQL let postgres in with password %q", pw)
+		}
 	}
 
 	req, err := http.NewRequest(http.MethodPost, base+"/rpc",

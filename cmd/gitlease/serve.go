@@ -105,6 +105,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, logger *slog
 // nil, is called with the bound address once the server listens. Without
 // GitHub App credentials, fallback says what stands in for GitHub.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr string), fallback githubFallback) error {
+	// First, before any secret is used or any command started: a process
+	// of the same user can no longer read this one's environment or memory.
+	if err := makeNonDumpable(); err != nil {
+		return err
+	}
+	warnRootWorker(logger, os.Geteuid(), cfg)
 	pool, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, logger)
 	if err != nil {
 		return err
@@ -153,6 +159,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	defer pruning.Stop()
+	outboxPruner := github.NewOutboxPruner(pool, github.OutboxPrunerConfig{}, logger)
+	if err := outboxPruner.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer outboxPruner.Stop()
 	if cfg.RPCToken == "" {
 		logger.Warn("GITLEASE_RPC_TOKEN is not set: /rpc is disabled")
 	}
@@ -161,7 +172,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err != nil {
 		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
 	}
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := newHTTPServer(srv, cfg.HTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
 	logger.Info("serving", "addr", ln.Addr().String(), "version", version)
@@ -218,23 +229,24 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 		return nil, &configError{Setting: "GITHUB_WEBHOOK_SECRET", Problem: "required: " + err.Error()}
 	}
 	var prs webhook.PullRequestGetter // a nil *github.Installations must stay a nil interface
+	var bot webhook.BotIdentity
 	botLogin := ""
 	if cfg.AppSlug != "" {
 		botLogin = cfg.AppSlug + "[bot]"
 	}
 	if gh != nil {
 		prs = gh
-		slugCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if botLogin, err = gh.BotLogin(slugCtx); err != nil {
-			logger.Warn("cannot tell the App's own events apart until GITHUB_APP_SLUG is set", "err", err)
-		}
+		// Learned from GET /app when a bot's event first needs it, and
+		// again after a failure, never once at start only.
+		bot = github.NewBotAccount(gh, 0)
 	}
-	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix, BotLogin: botLogin})
+	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix,
+		BotLogin: botLogin, Bot: bot})
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
-	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer, OnOutcome: outbox.DeliveryFeedback}), nil
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer, OnOutcome: outbox.DeliveryFeedback,
+		MaxInflightBody: cfg.MaxInflightBody}), nil
 }
 
 func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {
@@ -257,4 +269,41 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return session.Serve(ctx, stdin)
 }
 
-var _ = os.Stdout
+// warnRootWorker logs a warning when serve runs as root (euid 0) with a
+// worker command and no GITLEASE_WORKER_USER: root reads any process, so
+// the command could read serve's secrets despite its non-dumpable flag.
+func warnRootWorker(logger *slog.Logger, euid int, cfg config) {
+	if euid == 0 && cfg.WorkerExec != "" && cfg.WorkerUser == "" && cfg.WorkerSlots > 0 {
+		logger.Warn("serve runs as root and so would its worker commands, able to read its secrets: set GITLEASE_WORKER_USER to run them as another user")
+	}
+}
+
+// httpBounds are the http.Server limits of SPEC §5. Zero fields take the
+// spec's values; tests shorten them.
+type httpBounds struct {
+	ReadHeaderTimeout time.Duration // 10s
+	ReadTimeout       time.Duration // 30s, the whole request, body included
+	IdleTimeout       time.Duration // 120s
+	MaxHeaderBytes    int           // 64 KiB
+}
+
+// newHTTPServer returns the server for h with bounds b, so a slow or
+// stalled client is cut off and holds nothing: headers within
+// ReadHeaderTimeout and MaxHeaderBytes, the whole request within
+// ReadTimeout, an idle keep-alive connection closed after IdleTimeout.
+func newHTTPServer(h http.Handler, b httpBounds) *http.Server {
+	if b.ReadHeaderTimeout <= 0 {
+		b.ReadHeaderTimeout = 10 * time.Second
+	}
+	if b.ReadTimeout <= 0 {
+		b.ReadTimeout = 30 * time.Second
+	}
+	if b.IdleTimeout <= 0 {
+		b.IdleTimeout = 120 * time.Second
+	}
+	if b.MaxHeaderBytes <= 0 {
+		b.MaxHeaderBytes = 64 << 10
+	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: b.ReadHeaderTimeout, ReadTimeout: b.ReadTimeout,
+		IdleTimeout: b.IdleTimeout, MaxHeaderBytes: b.MaxHeaderBytes}
+}

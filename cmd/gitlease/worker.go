@@ -41,7 +41,8 @@ func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, poo
 	if cfg.WorkerExec == "" {
 		logger.Info("GITLEASE_WORKER_EXEC is not set: the built-in worker completes each item once it is provisioned")
 	}
-	wcfg := worker.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: worker.BuiltinOwnerPrefix + worker.NewInstanceID()}
+	wcfg := worker.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: worker.BuiltinOwnerPrefix + worker.NewInstanceID(),
+		User: cfg.WorkerUser, PassEnv: cfg.WorkerEnv}
 	if gh == nil {
 		// Without credentials no branch is created (its outbox row waits),
 		// so waiting minutes for one would only hold the slot.
@@ -87,9 +88,11 @@ const workerUsage = `Usage: gitlease worker --url URL --exec CMD [--token TOKEN]
 
 A remote worker: leases items from a gitlease server over /rpc and runs CMD
 (sh -c) for each, like serve's built-in worker. The item is in the command's
-environment (GITLEASE_ENTRY_ID, GITLEASE_HEAD_REF, ...). GITHUB_TOKEN is passed
-on from this process's environment if set: a remote worker gets no
-installation token. On SIGTERM or SIGINT it stops leasing, lets running
+environment (GITLEASE_ENTRY_ID, GITLEASE_HEAD_REF, ...), with PATH, HOME,
+LANG, LC_ALL, LC_CTYPE, TZ, TMPDIR and the variables GITLEASE_WORKER_ENV names
+(comma-separated) from this process's; GITLEASE_WORKER_USER runs the commands
+as that user. GITHUB_TOKEN is passed on from this process's environment if
+set: a remote worker gets no installation token. On SIGTERM or SIGINT it stops leasing, lets running
 commands finish for --grace, then stops them and releases their items.
 
 Flags:
@@ -145,8 +148,17 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 	if err != nil {
 		return fmt.Errorf("reach the gitlease server at %s: %w", *serverURL, err)
 	}
+	// The same two settings as serve's: what of this environment reaches
+	// the commands, and as which user they run.
+	var pass []string
+	for _, n := range strings.Split(os.Getenv("GITLEASE_WORKER_ENV"), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			pass = append(pass, n)
+		}
+	}
 	w, err := worker.NewRemoteWorker(client, worker.WorkerConfig{
 		Slots: *slots, Exec: *execCmd, OwnerID: *owner, Poll: *poll, Grace: *grace,
+		PassEnv: pass, User: strings.TrimSpace(os.Getenv("GITLEASE_WORKER_USER")),
 	}, logger)
 	if err != nil {
 		return &configError{Setting: "--owner", Problem: err.Error()}

@@ -118,6 +118,7 @@ type WorkItem struct {
 	PrUrl                 *string
 	ProvisionedGeneration *int64
 	ResultNote            *string
+	Source                string
 }
 
 type WorkItemAudit struct {

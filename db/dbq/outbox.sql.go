@@ -13,9 +13,8 @@ import (
 )
 
 const outboxBacklog = `-- name: OutboxBacklog :one
-SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
-       count(*) FILTER (WHERE status = 'failed') AS failed
-FROM outbox
+SELECT (SELECT count(*) FROM outbox WHERE status = 'pending')::bigint AS pending,
+       (SELECT count(*) FROM outbox WHERE status = 'failed')::bigint AS failed
 `
 
 type OutboxBacklogRow struct {
@@ -23,6 +22,8 @@ type OutboxBacklogRow struct {
 	Failed  int64
 }
 
+// Each count reads only its partial index (outbox_due, outbox_failed), never
+// the done rows, so a scrape costs the backlog, not the table's history.
 func (q *Queries) OutboxBacklog(ctx context.Context, db DBTX) (OutboxBacklogRow, error) {
 	row := db.QueryRow(ctx, outboxBacklog)
 	var i OutboxBacklogRow
@@ -161,6 +162,32 @@ func (q *Queries) OutboxNextDue(ctx context.Context, db DBTX) (time.Time, error)
 	var column_1 time.Time
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const outboxPruneDone = `-- name: OutboxPruneDone :execrows
+DELETE FROM outbox
+WHERE id IN (
+    SELECT id FROM outbox
+    WHERE status = 'done' AND finished_at < $1::timestamptz
+    ORDER BY finished_at
+    LIMIT $2
+)
+`
+
+type OutboxPruneDoneParams struct {
+	Before time.Time
+	Batch  int32
+}
+
+// Deletes up to @batch rows sent (done) before @before, oldest first, over
+// the partial index outbox_done_finished. Failed rows are kept: an operator
+// retries or reads them.
+func (q *Queries) OutboxPruneDone(ctx context.Context, db DBTX, arg OutboxPruneDoneParams) (int64, error) {
+	result, err := db.Exec(ctx, outboxPruneDone, arg.Before, arg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const outboxRetry = `-- name: OutboxRetry :exec

@@ -414,7 +414,7 @@ func (q *Queries) UIWorkItemOldestPending(ctx context.Context, db DBTX) (time.Ti
 }
 
 const uIWorkItemsNewest = `-- name: UIWorkItemsNewest :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE (w.enqueued_at, w.id) < ($1::timestamptz, $2::uuid)
   AND ($3::text = '' OR starts_with(w.canonical_id, $3::text || ':'))
@@ -490,6 +490,7 @@ func (q *Queries) UIWorkItemsNewest(ctx context.Context, db DBTX, arg UIWorkItem
 			&i.WorkItem.PrUrl,
 			&i.WorkItem.ProvisionedGeneration,
 			&i.WorkItem.ResultNote,
+			&i.WorkItem.Source,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,
@@ -506,7 +507,7 @@ func (q *Queries) UIWorkItemsNewest(ctx context.Context, db DBTX, arg UIWorkItem
 }
 
 const uIWorkItemsNewestByStatus = `-- name: UIWorkItemsNewestByStatus :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE w.status = $1::text
   AND (w.enqueued_at, w.id) < ($2::timestamptz, $3::uuid)
@@ -584,6 +585,7 @@ func (q *Queries) UIWorkItemsNewestByStatus(ctx context.Context, db DBTX, arg UI
 			&i.WorkItem.PrUrl,
 			&i.WorkItem.ProvisionedGeneration,
 			&i.WorkItem.ResultNote,
+			&i.WorkItem.Source,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,
@@ -600,7 +602,7 @@ func (q *Queries) UIWorkItemsNewestByStatus(ctx context.Context, db DBTX, arg UI
 }
 
 const uIWorkItemsOfRepository = `-- name: UIWorkItemsOfRepository :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE lower(w.dispatch #>> '{subject,metadata,repository}') = lower($1::text)
   AND (w.enqueued_at, w.id) < ($2::timestamptz, $3::uuid)
@@ -682,6 +684,7 @@ func (q *Queries) UIWorkItemsOfRepository(ctx context.Context, db DBTX, arg UIWo
 			&i.WorkItem.PrUrl,
 			&i.WorkItem.ProvisionedGeneration,
 			&i.WorkItem.ResultNote,
+			&i.WorkItem.Source,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,
@@ -698,7 +701,7 @@ func (q *Queries) UIWorkItemsOfRepository(ctx context.Context, db DBTX, arg UIWo
 }
 
 const uIWorkItemsOfSubject = `-- name: UIWorkItemsOfSubject :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE w.canonical_id = $1::text AND w.subject_generation IS NOT NULL
   AND ($2::text = '' OR w.status = $2::text)
@@ -777,6 +780,7 @@ func (q *Queries) UIWorkItemsOfSubject(ctx context.Context, db DBTX, arg UIWorkI
 			&i.WorkItem.PrUrl,
 			&i.WorkItem.ProvisionedGeneration,
 			&i.WorkItem.ResultNote,
+			&i.WorkItem.Source,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,

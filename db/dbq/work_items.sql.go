@@ -60,7 +60,7 @@ UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status IN ('pending', 'held')
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemCancelSubjectParams struct {
@@ -116,6 +116,7 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -134,7 +135,7 @@ WHERE w.id = $4 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemCompleteParams struct {
@@ -207,6 +208,7 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -239,7 +241,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemDropParams struct {
@@ -287,6 +289,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -294,7 +297,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 const workItemDropWaiting = `-- name: WorkItemDropWaiting :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemDropWaitingParams struct {
@@ -343,6 +346,7 @@ func (q *Queries) WorkItemDropWaiting(ctx context.Context, db DBTX, arg WorkItem
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -360,12 +364,12 @@ WITH swept AS (
     )
     RETURNING id
 )
-(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note FROM work_items w WHERE w.id IN (SELECT id FROM swept))
+(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source FROM work_items w WHERE w.id IN (SELECT id FROM swept))
 UNION ALL
-(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.head_sha, k.check_run_id, k.branch, k.pr_number, k.pr_url, k.provisioned_generation, k.result_note FROM work_items k
+(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.head_sha, k.check_run_id, k.branch, k.pr_number, k.pr_url, k.provisioned_generation, k.result_note, k.source FROM work_items k
  WHERE $2::text <> '' AND k.idempotency_key = $2::text)
 UNION ALL
-(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.head_sha, s.check_run_id, s.branch, s.pr_number, s.pr_url, s.provisioned_generation, s.result_note FROM work_items s
+(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.head_sha, s.check_run_id, s.branch, s.pr_number, s.pr_url, s.provisioned_generation, s.result_note, s.source FROM work_items s
  WHERE s.canonical_id = $3::text
    AND s.status IN ('pending', 'assigned', 'held')
    AND ((s.subject_generation IS NOT NULL) OR (s.subject_generation IS NULL AND s.status IN ('pending', 'held')))
@@ -373,7 +377,7 @@ UNION ALL
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
 UNION ALL
-(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.head_sha, r.check_run_id, r.branch, r.pr_number, r.pr_url, r.provisioned_generation, r.result_note FROM work_items r
+(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.head_sha, r.check_run_id, r.branch, r.pr_number, r.pr_url, r.provisioned_generation, r.result_note, r.source FROM work_items r
  WHERE $4::text <> ''
    AND r.collision_key = lower(btrim($5::text)) || E'\n' || $4::text
    AND r.status IN ('pending', 'assigned', 'held')
@@ -454,6 +458,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 			&i.WorkItem.PrUrl,
 			&i.WorkItem.ProvisionedGeneration,
 			&i.WorkItem.ResultNote,
+			&i.WorkItem.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -466,7 +471,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 }
 
 const workItemExpiredLeases = `-- name: WorkItemExpiredLeases :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_items
 WHERE status = 'assigned' AND lease_expires_at <= $1::timestamptz
   AND lease_generation > 0 AND starts_with(lease_owner, $2::text)
 ORDER BY lease_expires_at
@@ -527,6 +532,7 @@ func (q *Queries) WorkItemExpiredLeases(ctx context.Context, db DBTX, arg WorkIt
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -545,7 +551,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -615,12 +621,13 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -666,12 +673,13 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -714,12 +722,13 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -762,6 +771,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -769,7 +779,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -818,6 +828,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -825,7 +836,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemHoldParams struct {
@@ -873,6 +884,7 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -888,7 +900,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemInsertParams struct {
@@ -969,6 +981,7 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -990,14 +1003,14 @@ WITH gen AS (
 INSERT INTO work_items (
     id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
     dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
-    idempotency_key, request_hash, repository, base_ref, head_ref
+    idempotency_key, request_hash, repository, base_ref, head_ref, source
 )
 SELECT $1, 'pending', true, $2::text, $2::text, gen.last_generation,
     $3, $4, $5, $6, $7,
     $8, $9, $10,
-    $11, $12, $13, $14
+    $11, $12, $13, $14, $15
 FROM gen
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemInsertNextGenerationParams struct {
@@ -1015,6 +1028,7 @@ type WorkItemInsertNextGenerationParams struct {
 	Repository      *string
 	BaseRef         *string
 	HeadRef         *string
+	Source          string
 }
 
 // Creates a v2 item with its subject's next generation in one statement.
@@ -1037,6 +1051,7 @@ func (q *Queries) WorkItemInsertNextGeneration(ctx context.Context, db DBTX, arg
 		arg.Repository,
 		arg.BaseRef,
 		arg.HeadRef,
+		arg.Source,
 	)
 	var i WorkItem
 	err := row.Scan(
@@ -1076,12 +1091,13 @@ func (q *Queries) WorkItemInsertNextGeneration(ctx context.Context, db DBTX, arg
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
 
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_item_lease_candidates($1::timestamptz, $2::bigint, $3::integer)
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_item_lease_candidates($1::timestamptz, $2::bigint, $3::integer)
 `
 
 type WorkItemLeaseCandidatesParams struct {
@@ -1141,6 +1157,7 @@ func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg Work
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -1164,7 +1181,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source
 `
 
 type WorkItemLeaseManyParams struct {
@@ -1228,6 +1245,7 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -1244,7 +1262,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -1299,6 +1317,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -1306,7 +1325,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -1355,12 +1374,13 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -1421,6 +1441,7 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -1436,7 +1457,7 @@ const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1479,12 +1500,13 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id 
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1543,6 +1565,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -1555,7 +1578,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND ((subject_generation IS NOT NULL) OR (subject_generation IS NULL AND status IN ('pending', 'held')))
@@ -1607,6 +1630,7 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -1663,7 +1687,7 @@ SET status = 'pending', assigned_at = NULL,
     workflow_id = CASE WHEN lease_generation = 0 THEN NULL ELSE workflow_id END,
     lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
 WHERE id = $1 AND status = 'assigned' AND lease_expires_at <= $2::timestamptz
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemReclaimExpiredParams struct {
@@ -1715,6 +1739,7 @@ func (q *Queries) WorkItemReclaimExpired(ctx context.Context, db DBTX, arg WorkI
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -1728,7 +1753,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemRecoverParams struct {
@@ -1801,6 +1826,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -1808,7 +1834,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1851,6 +1877,7 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -1862,7 +1889,7 @@ WHERE w.id = $1 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $2, $3, $4,
         $5, $6, $7,
         $8, $9, $10)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemReleasePendingParams struct {
@@ -1929,6 +1956,7 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -1941,7 +1969,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemRenewParams struct {
@@ -2012,6 +2040,7 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
 		&i.ResultNote,
+		&i.Source,
 	)
 	return i, err
 }
@@ -2021,7 +2050,7 @@ UPDATE work_items
 SET cancel_requested_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 type WorkItemRequestCancelParams struct {
@@ -2076,6 +2105,7 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}
@@ -2142,7 +2172,7 @@ WHERE id IN (
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
 `
 
 // Drops pending entries whose run_at + expire_after_secs has passed, a
@@ -2195,6 +2225,7 @@ func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Ti
 			&i.PrUrl,
 			&i.ProvisionedGeneration,
 			&i.ResultNote,
+			&i.Source,
 		); err != nil {
 			return nil, err
 		}

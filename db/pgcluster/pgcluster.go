@@ -75,6 +75,11 @@ type Config struct {
 	// beside DataDir. When its path is too long for a unix socket, Start
 	// uses a fresh directory under /tmp instead and Stop removes it.
 	SocketDir string
+	// Password, when set, is the postgres role's password: Init then trusts
+	// no local user (peer authentication on the socket, SCRAM-SHA-256 over
+	// TCP) and URL carries it. Empty: every local connection is trusted,
+	// which only throwaway test clusters should be.
+	Password string
 	// Throwaway turns durability off for clusters deleted after use: initdb
 	// runs with --no-sync, and the server with fsync, synchronous_commit and
 	// full_page_writes off. A crash can corrupt such a cluster.
@@ -232,9 +237,13 @@ func (c *Cluster) Started() bool { return c.started }
 // URL is the connection URL of database db on the server, over TCP as the
 // postgres user (trust authentication), without TLS.
 func (c *Cluster) URL(db string) string {
+	role := url.User("postgres")
+	if c.cfg.Password != "" {
+		role = url.UserPassword("postgres", c.cfg.Password)
+	}
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User("postgres"),
+		User:     role,
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
@@ -242,8 +251,9 @@ func (c *Cluster) URL(db string) string {
 	return u.String()
 }
 
-// Init creates the cluster with initdb (superuser postgres, trust
-// authentication, UTF8, locale C), once: a data directory holding
+// Init creates the cluster with initdb (superuser postgres, password
+// authentication when Config.Password is set, else trust; UTF8, locale C),
+// once: a data directory holding
 // PG_VERSION is already one, and Init then does nothing. It returns
 // initdb's output in the error when initdb fails.
 func (c *Cluster) Init(ctx context.Context) error {
@@ -253,11 +263,26 @@ func (c *Cluster) Init(ctx context.Context) error {
 	c.logger.Info("creating postgres cluster", "data", c.cfg.DataDir, "bindir", c.cfg.BinDir)
 	// --locale=C: with -E UTF8, a non-UTF-8 locale in the environment would
 	// make initdb refuse; these clusters do not need a language's collation.
-	args := []string{"-D", c.cfg.DataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"}
+	args := []string{"-D", c.cfg.DataDir, "-U", "postgres", "-E", "UTF8", "--locale=C"}
 	if c.cfg.Throwaway {
 		args = append(args, "--no-sync")
 	}
-	return c.run(ctx, "initdb", "initdb", args...)
+	if c.cfg.Password == "" {
+		return c.run(ctx, "initdb", "initdb", append(args, "--auth=trust")...)
+	}
+	// The password reaches initdb in a file only the server's user reads,
+	// never on a command line.
+	pwfile := filepath.Join(c.sockDir, "initdb.pw")
+	if err := os.WriteFile(pwfile, []byte(c.cfg.Password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the initdb password file: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if c.asPostgres {
+		if err := os.Chown(pwfile, c.uid, c.gid); err != nil {
+			return fmt.Errorf("give the initdb password file to the postgres user: %w", err)
+		}
+	}
+	return c.run(ctx, "initdb", "initdb", append(args, "--auth-local=peer", "--auth-host=scram-sha-256", "--pwfile="+pwfile)...)
 }
 
 // Running reports whether a server is running on the data directory,

@@ -42,9 +42,22 @@ UPDATE outbox SET status = 'failed', finished_at = @now::timestamptz, locked_unt
 WHERE id = @id;
 
 -- name: OutboxBacklog :one
-SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
-       count(*) FILTER (WHERE status = 'failed') AS failed
-FROM outbox;
+-- Each count reads only its partial index (outbox_due, outbox_failed), never
+-- the done rows, so a scrape costs the backlog, not the table's history.
+SELECT (SELECT count(*) FROM outbox WHERE status = 'pending')::bigint AS pending,
+       (SELECT count(*) FROM outbox WHERE status = 'failed')::bigint AS failed;
+
+-- name: OutboxPruneDone :execrows
+-- Deletes up to @batch rows sent (done) before @before, oldest first, over
+-- the partial index outbox_done_finished. Failed rows are kept: an operator
+-- retries or reads them.
+DELETE FROM outbox
+WHERE id IN (
+    SELECT id FROM outbox
+    WHERE status = 'done' AND finished_at < @before::timestamptz
+    ORDER BY finished_at
+    LIMIT @batch
+);
 
 -- name: OutboxNextDue :one
 SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';

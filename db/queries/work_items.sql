@@ -312,12 +312,12 @@ WITH gen AS (
 INSERT INTO work_items (
     id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
     dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
-    idempotency_key, request_hash, repository, base_ref, head_ref
+    idempotency_key, request_hash, repository, base_ref, head_ref, source
 )
 SELECT @id, 'pending', true, @canonical_id::text, @canonical_id::text, gen.last_generation,
     sqlc.narg('task_id'), @dispatch, @enqueued_at, sqlc.narg('run_at'), sqlc.narg('run_at_time'),
     sqlc.narg('expire_after_secs'), sqlc.narg('expires_after'), sqlc.narg('idempotency_key'),
-    @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref')
+    @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'), @source
 FROM gen
 RETURNING *;
 

@@ -19,6 +19,7 @@ OPERATIONS = [
     ("post", "/app-manifests/{code}/conversions"),
     ("get", "/app/hook/deliveries"),
     ("post", "/app/hook/deliveries/{delivery_id}/attempts"),
+    ("delete", "/installation/token"),
     ("get", "/repos/{owner}/{repo}"),
     ("get", "/repos/{owner}/{repo}/git/ref/{ref}"),
     ("post", "/repos/{owner}/{repo}/git/refs"),

@@ -1,0 +1,55 @@
+package github_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	github "github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/db/dbtest"
+)
+
+// TestPruneOutbox: rows sent before the cut-off go, in batches; rows sent
+// since, pending rows and failed rows stay.
+func TestPruneOutbox(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	now := time.Now()
+	old, recent := now.Add(-30*24*time.Hour), now.Add(-time.Hour)
+	rows := []struct {
+		status   string
+		finished *time.Time
+		n        int
+	}{
+		{"done", &old, 5}, {"done", &recent, 2}, {"failed", &old, 3}, {"pending", nil, 4},
+	}
+	for _, r := range rows {
+		for i := 0; i < r.n; i++ {
+			if _, err := pool.Exec(ctx, `INSERT INTO outbox (lane, kind, payload, created_at, available_at, status, finished_at)
+				VALUES ('l', 'check_run', '{}', $1, $1, $2, $3)`, old, r.status, r.finished); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n, err := github.PruneOutbox(ctx, pool, now.Add(-7*24*time.Hour), 2)
+	if err != nil || n != 5 {
+		t.Fatalf("PruneOutbox = %d, %v; want the 5 old sent rows", n, err)
+	}
+	left := map[string]int{}
+	r, err := pool.Query(ctx, `SELECT status, count(*) FROM outbox GROUP BY status`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var s string
+		var c int
+		if err := r.Scan(&s, &c); err != nil {
+			t.Fatal(err)
+		}
+		left[s] = c
+	}
+	if left["done"] != 2 || left["failed"] != 3 || left["pending"] != 4 {
+		t.Errorf("left %v, want 2 recent done, 3 failed, 4 pending", left)
+	}
+}

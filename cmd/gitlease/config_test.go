@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSecretsNotFromFlags: the private key, webhook secrets and RPC token
+// are refused as flags (they would show in ps) and read from the
+// environment or from a *_FILE; the worker and intake settings parse.
+func TestSecretsNotFromFlags(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"GITHUB_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET_FILE", "GITLEASE_RPC_TOKEN",
+		"GITLEASE_RPC_TOKEN_FILE", "GITLEASE_WORKER_ENV", "GITLEASE_WORKER_USER", "GITLEASE_MAX_INFLIGHT_BODY"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		setting string // the configError's setting, "" for success
+		check   func(t *testing.T, c config)
+	}{
+		{name: "webhook secret flag", args: []string{"--github-webhook-secret=s"}, setting: "flags"},
+		{name: "rpc token flag", args: []string{"--rpc-token=t"}, setting: "flags"},
+		{name: "private key flag", args: []string{"--github-private-key=k"}, setting: "flags"},
+		{name: "rpc token from a file", env: map[string]string{"GITLEASE_RPC_TOKEN_FILE": tokenFile},
+			check: func(t *testing.T, c config) {
+				if c.RPCToken != "from-file" {
+					t.Errorf("RPC token %q, want the file's", c.RPCToken)
+				}
+			}},
+		{name: "webhook secret and its file", env: map[string]string{"GITHUB_WEBHOOK_SECRET": "a", "GITHUB_WEBHOOK_SECRET_FILE": tokenFile},
+			setting: "GITHUB_WEBHOOK_SECRET"},
+		{name: "unreadable file", env: map[string]string{"GITHUB_WEBHOOK_SECRET_FILE": filepath.Join(dir, "none")},
+			setting: "GITHUB_WEBHOOK_SECRET_FILE"},
+		{name: "worker settings", env: map[string]string{"GITLEASE_WORKER_ENV": " AGENT_KEY, HTTPS_PROXY ,", "GITLEASE_WORKER_USER": "nobody",
+			"GITLEASE_MAX_INFLIGHT_BODY": "100MiB"},
+			check: func(t *testing.T, c config) {
+				if len(c.WorkerEnv) != 2 || c.WorkerEnv[0] != "AGENT_KEY" || c.WorkerEnv[1] != "HTTPS_PROXY" || c.WorkerUser != "nobody" ||
+					c.MaxInflightBody != 100<<20 {
+					t.Errorf("worker env %q, user %q, max in-flight body %d", c.WorkerEnv, c.WorkerUser, c.MaxInflightBody)
+				}
+			}},
+		{name: "default in-flight budget", check: func(t *testing.T, c config) {
+			if c.MaxInflightBody != 64<<20 {
+				t.Errorf("max in-flight body %d, want 64 MiB", c.MaxInflightBody)
+			}
+		}},
+		{name: "in-flight budget below one delivery", env: map[string]string{"GITLEASE_MAX_INFLIGHT_BODY": "1MiB"}, setting: "GITLEASE_MAX_INFLIGHT_BODY"},
+		{name: "unknown worker user", env: map[string]string{"GITLEASE_WORKER_USER": "no-such-user-4711"}, setting: "GITLEASE_WORKER_USER"},
+		{name: "worker env with a value", env: map[string]string{"GITLEASE_WORKER_ENV": "A=b"}, setting: "GITLEASE_WORKER_ENV"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			c, err := loadConfig("serve", tc.args, true, io.Discard)
+			var ce *configError
+			switch {
+			case tc.setting == "" && err != nil:
+				t.Fatalf("loadConfig: %v", err)
+			case tc.setting != "" && (!errors.As(err, &ce) || ce.Setting != tc.setting):
+				t.Fatalf("loadConfig = %v, want a configError naming %s", err, tc.setting)
+			case tc.check != nil:
+				tc.check(t, c)
+			}
+		})
+	}
+}
+
+// TestWarnRootWorker: serve warns, naming GITLEASE_WORKER_USER, only when
+// it runs as root with a worker command that would run as root too.
+func TestWarnRootWorker(t *testing.T) {
+	cases := []struct {
+		name string
+		euid int
+		cfg  config
+		warn bool
+	}{
+		{"root with a command", 0, config{WorkerExec: "./agent", WorkerSlots: 1}, true},
+		{"root with a worker user", 0, config{WorkerExec: "./agent", WorkerSlots: 1, WorkerUser: "agent"}, false},
+		{"root without a command", 0, config{WorkerSlots: 1}, false},
+		{"root with the worker off", 0, config{WorkerExec: "./agent"}, false},
+		{"not root", 1000, config{WorkerExec: "./agent", WorkerSlots: 1}, false},
+	}
+	for _, tc := range cases {
+		var buf bytes.Buffer
+		warnRootWorker(slog.New(slog.NewTextHandler(&buf, nil)), tc.euid, tc.cfg)
+		if got := strings.Contains(buf.String(), "GITLEASE_WORKER_USER"); got != tc.warn {
+			t.Errorf("%s: warned %v (%q), want %v", tc.name, got, buf.String(), tc.warn)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package webhook_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gitlease/gitlease/webhook"
+)
+
+// unreadable is a body the intake must not read: reading it fails the test.
+type unreadable struct {
+	t    *testing.T
+	read bool
+	mu   sync.Mutex
+}
+
+func (u *unreadable) Read([]byte) (int, error) {
+	u.mu.Lock()
+	u.read = true
+	u.mu.Unlock()
+	return 0, io.EOF
+}
+
+// TestHandlerRefusesBeforeReading: each refusal SPEC §6 places before the
+// signature check is answered with its status without reading a byte of
+// the body, in the spec's order.
+func TestHandlerRefusesBeforeReading(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, defaultOptions())
+	good := webhook.Sign([]byte(testSecrets[0]), []byte("{}"))
+	cases := []struct {
+		name      string
+		length    int64
+		event     string
+		delivery  string
+		signature string
+		want      int
+	}{
+		{"too large beats everything", webhook.MaxBody + 1, "", "", "", http.StatusRequestEntityTooLarge},
+		{"missing event beats a missing signature", 2, "", "d-1", "", http.StatusBadRequest},
+		{"missing delivery", 2, "issues", "", good, http.StatusBadRequest},
+		{"missing signature", 2, "issues", "d-2", "", http.StatusUnauthorized},
+		{"sha1 signature", 2, "issues", "d-3", "sha1=" + strings.Repeat("a", 40), http.StatusUnauthorized},
+		{"short hex", 2, "issues", "d-4", "sha256=" + strings.Repeat("a", 63), http.StatusUnauthorized},
+		{"long hex", 2, "issues", "d-5", "sha256=" + strings.Repeat("a", 65), http.StatusUnauthorized},
+		{"not hex", 2, "issues", "d-6", "sha256=" + strings.Repeat("g", 64), http.StatusUnauthorized},
+		{"upper-case prefix", 2, "issues", "d-7", "SHA256=" + strings.Repeat("a", 64), http.StatusUnauthorized},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &unreadable{t: t}
+			r := httptest.NewRequest(http.MethodPost, "/webhook", body)
+			r.ContentLength = tc.length
+			r.Header.Set("Content-Type", webhook.ContentTypeJSON)
+			r.Header.Set(webhook.EventHeader, tc.event)
+			r.Header.Set(webhook.DeliveryHeader, tc.delivery)
+			if tc.signature != "" {
+				r.Header.Set(webhook.SignatureHeader, tc.signature)
+			}
+			status, _ := serve(t, env.handler, r)
+			if status != tc.want {
+				t.Errorf("status %d, want %d", status, tc.want)
+			}
+			if body.read {
+				t.Error("the body was read before the delivery was refused")
+			}
+		})
+	}
+	if n := env.count(t, "deliveries"); n != 0 {
+		t.Errorf("%d deliveries stored, want none", n)
+	}
+}
+
+// blockingBody is a body whose reads wait until release is closed, so a
+// test can hold a request inside the intake.
+type blockingBody struct {
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingBody) Read(p []byte) (int, error) {
+	b.once.Do(func() { close(b.started) })
+	<-b.release
+	return 0, io.EOF
+}
+
+// TestHandlerInflightBudget: while the bodies being read fill
+// MaxInflightBody, another delivery is answered 503 at once (never
+// queued), and once they are answered the budget is free again.
+func TestHandlerInflightBudget(t *testing.T) {
+	t.Parallel()
+	opts := defaultOptions()
+	opts.handler.MaxInflightBody = webhook.MaxBody + 10
+	env := newEnv(t, opts)
+	sig := "sha256=" + strings.Repeat("0", 64)
+	newReq := func(body io.Reader, length int64, delivery string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/webhook", body)
+		r.ContentLength = length
+		r.Header.Set("Content-Type", webhook.ContentTypeJSON)
+		r.Header.Set(webhook.EventHeader, "issues")
+		r.Header.Set(webhook.DeliveryHeader, delivery)
+		r.Header.Set(webhook.SignatureHeader, sig)
+		return r
+	}
+	held := &blockingBody{started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		env.handler.ServeHTTP(w, newReq(held, webhook.MaxBody, "held"))
+		done <- w.Code
+	}()
+	<-held.started
+	cases := []struct {
+		name   string
+		length int64
+		want   int
+	}{
+		{"fits beside the held body", 10, http.StatusUnauthorized},
+		{"does not fit", 11, http.StatusServiceUnavailable},
+		{"undeclared length reserves the largest body", -1, http.StatusServiceUnavailable},
+	}
+	for _, tc := range cases {
+		body := strings.NewReader(strings.Repeat(" ", max(int(tc.length), 0)))
+		if status, _ := serve(t, env.handler, newReq(body, tc.length, "d-"+strings.ReplaceAll(tc.name, " ", "-"))); status != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, status, tc.want)
+		}
+	}
+	close(held.release)
+	if status := <-done; status != http.StatusUnauthorized {
+		t.Errorf("held delivery: status %d, want 401 (wrong signature)", status)
+	}
+	if status, _ := serve(t, env.handler, newReq(strings.NewReader(""), -1, "after")); status != http.StatusUnauthorized {
+		t.Errorf("after the held body was answered: status %d, want 401 (the budget is free again)", status)
+	}
+}
+
+// FuzzParseSignature: the header parser never panics, accepts exactly
+// "sha256=" and 64 hex digits, and gives back the bytes those digits name.
+func FuzzParseSignature(f *testing.F) {
+	for _, s := range []string{"", "sha256=", "sha256=" + strings.Repeat("ab", 32), "sha1=00", "sha256=" + strings.Repeat("Z", 64),
+		webhook.Sign([]byte("k"), []byte("body")), " sha256=" + strings.Repeat("0", 64)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		mac, err := webhook.ParseSignature(v)
+		hexDigits := strings.TrimPrefix(v, "sha256=")
+		wellFormed := strings.HasPrefix(v, "sha256=") && len(hexDigits) == 64 &&
+			strings.Trim(hexDigits, "0123456789abcdefABCDEF") == ""
+		switch {
+		case wellFormed && err != nil:
+			t.Fatalf("ParseSignature(%q) = %v, want it accepted", v, err)
+		case !wellFormed && err == nil:
+			t.Fatalf("ParseSignature(%q) accepted a malformed value", v)
+		case err != nil && !errors.Is(err, webhook.ErrSignatureMissing) && !errors.Is(err, webhook.ErrSignatureMalformed):
+			t.Fatalf("ParseSignature(%q) = %v, want a sentinel error", v, err)
+		case err == nil && len(mac) != 32:
+			t.Fatalf("ParseSignature(%q) gave %d bytes, want 32", v, len(mac))
+		}
+	})
+}
