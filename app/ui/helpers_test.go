@@ -94,7 +94,7 @@ func (f *fixture) enqueue(kind, repo string, n int) string {
 	res, err := f.store.Enqueue(context.Background(), queue.EnqueueParams{Dispatch: queue.SubjectDispatch{
 		Subject:     &queue.SubjectRef{Kind: kind, ID: fmt.Sprintf("%d#%d", repoID, n), Title: "t", Metadata: b},
 		WorkflowRef: "coding", TriggerSource: "test", RequestedAt: queue.Timestamp{Time: f.clk.Now()},
-	}})
+	}, FromGitHub: true}) // as the webhook intake enqueues
 	if err != nil || !res.Enqueued {
 		f.t.Fatalf("enqueue %s %d: %+v %v", repo, n, res, err)
 	}
@@ -108,7 +108,7 @@ func (f *fixture) deliver(id, event, outcome, entry string) {
 	ctx := context.Background()
 	repo, action := "acme/widgets", "opened"
 	if _, err := f.q.DeliveryRecord(ctx, f.pool, dbq.DeliveryRecordParams{DeliveryID: id, Event: event, Action: &action,
-		Repository: &repo, Sender: ptr("octocat"), SecretIndex: 1, BodySha256: "x", Now: f.clk.Now()}); err != nil {
+		Repository: &repo, Sender: ptr("octocat"), SecretIndex: 1, BodySha256: "x", Now: f.clk.Now(), Outcome: "received"}); err != nil {
 		f.t.Fatal(err)
 	}
 	p := dbq.DeliverySetOutcomeParams{DeliveryID: id, Outcome: outcome}
