@@ -72,6 +72,7 @@ func TestDevGitHubRecordsTheOutboxWrites(t *testing.T) {
 		},
 		IdempotencyKey: "delivery-42",
 		Reservation:    &queue.Reservation{Repository: repo, BaseRef: "refs/heads/develop", HeadRef: "refs/heads/gitlease/issue-42"},
+		FromGitHub:     true, // as the webhook intake enqueues
 	})
 	if err != nil {
 		t.Fatal(err)
