@@ -620,3 +620,27 @@ func RecentRedeliveries(ctx context.Context, db dbq.DBTX, since time.Time, limit
 	}
 	return out, nil
 }
+
+// ReconcileSummary is the reconciler's state in brief: its last scan (zero
+// before the first) and the guids it found missed, redelivered and could
+// not recover, over the records it keeps.
+type ReconcileSummary struct {
+	LastScan      time.Time
+	Missed        int64
+	Redelivered   int64
+	Unrecoverable int64
+}
+
+// Summary reads the reconciler's state in brief. It returns an error when
+// the database cannot be read.
+func (r *Reconciler) Summary(ctx context.Context) (ReconcileSummary, error) {
+	row, err := r.q.RedeliverySummary(ctx, r.pool)
+	if err != nil {
+		return ReconcileSummary{}, fmt.Errorf("summarise redeliveries: %w", err)
+	}
+	s := ReconcileSummary{Missed: row.Missed, Redelivered: row.Redelivered, Unrecoverable: row.Unrecoverable}
+	if row.LastScan.After(time.Unix(0, 0)) {
+		s.LastScan = row.LastScan
+	}
+	return s, nil
+}

@@ -563,6 +563,13 @@ func TestReconcilerGivesUp(t *testing.T) {
 	if len(recent) != 1 || recent[0].GUID != a.GUID || recent[0].Result != github.ResultUnrecoverable || recent[0].Requests != 3 {
 		t.Fatalf("recent redeliveries %+v", recent)
 	}
+	sum, err := r.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.LastScan.IsZero() || sum.Missed != 1 || sum.Redelivered != 0 || sum.Unrecoverable != 1 {
+		t.Fatalf("summary %+v, want one missed guid, unrecoverable, and a last scan", sum)
+	}
 }
 
 // TestReconcilerCommittedTimeout: a delivery gitlease committed but whose

@@ -13,26 +13,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/service"
 )
 
-// startReconciler runs the redelivery reconciler every
-// GITLEASE_REDELIVER_INTERVAL in the background (SPEC §6.1). Without GitHub
-// App credentials, or with the interval 0, nothing runs; the returned
-// service is then a stopped one, safe to Stop.
-func startReconciler(ctx context.Context, cfg config, pool *pgxpool.Pool, gh *github.Installations, metrics *app.Metrics, logger *slog.Logger) (*service.Periodic, error) {
+// startReconciler runs rec's scan every GITLEASE_REDELIVER_INTERVAL in the
+// background (docs/webhook.md). Without a reconciler (no GitHub App
+// credentials), or with the interval 0, nothing runs; the returned service
+// is then a stopped one, safe to Stop.
+func startReconciler(ctx context.Context, cfg config, rec *github.Reconciler, logger *slog.Logger) (*service.Periodic, error) {
 	p := &service.Periodic{Name: "redelivery scan", Interval: cfg.RedeliverInterval, Logger: logger}
-	if gh == nil || cfg.RedeliverInterval == 0 {
-		if gh != nil {
+	if rec == nil || cfg.RedeliverInterval == 0 {
+		if rec != nil {
 			logger.Warn("GITLEASE_REDELIVER_INTERVAL is 0: webhook deliveries GitHub failed to deliver are not redelivered")
 		}
 		return p, nil
-	}
-	rec, err := newReconciler(cfg, pool, gh, metrics, logger)
-	if err != nil {
-		return nil, err
 	}
 	p.Run = rec.Run
 	if err := p.Start(context.WithoutCancel(ctx)); err != nil {

@@ -145,7 +145,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	setup.Register(srv.Echo())
-	if err := registerDashboard(srv.Echo(), cfg, pool, store, outbox, logger); err != nil {
+	var rec *github.Reconciler // the redelivery reconciler; nil without App credentials
+	if gh != nil {
+		if rec, err = newReconciler(cfg, pool, gh, metrics, logger); err != nil {
+			return err
+		}
+	}
+	if err := registerDashboard(srv.Echo(), cfg, pool, store, outbox, rec, logger); err != nil {
 		return err
 	}
 	intake, err := newIntake(ctx, cfg, store, gh, outbox, metrics.Delivery, logger)
@@ -189,7 +195,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	defer builtin.stop()
 	// The reconciler starts once the server listens, so the redeliveries
 	// it asks for find it answering.
-	reconciler, err := startReconciler(ctx, cfg, pool, gh, metrics, logger)
+	reconciler, err := startReconciler(ctx, cfg, rec, logger)
 	if err != nil {
 		httpSrv.Close()
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -62,8 +63,12 @@ func loadUIConfig(c *config) error {
 
 // registerDashboard adds /ui to the server: the dashboard, or 404s when
 // GITLEASE_UI_TOKEN is unset.
-func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queue.Store, outbox *github.Outbox, logger *slog.Logger) error {
-	dash, err := ui.New(pool, store, outbox, ui.Config{AdminToken: string(cfg.UIToken), ViewToken: string(cfg.UIViewToken)}, logger)
+func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queue.Store, outbox *github.Outbox, rec *github.Reconciler, logger *slog.Logger) error {
+	uiCfg := ui.Config{AdminToken: string(cfg.UIToken), ViewToken: string(cfg.UIViewToken)}
+	if rec != nil {
+		uiCfg.Reconciler = dashboardReconciler{rec}
+	}
+	dash, err := ui.New(pool, store, outbox, uiCfg, logger)
 	if err != nil {
 		return err
 	}
@@ -72,6 +77,16 @@ func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queu
 		logger.Info("GITLEASE_UI_TOKEN is not set: the dashboard (/ui) is disabled")
 	}
 	return nil
+}
+
+// dashboardReconciler shows the redelivery reconciler on the dashboard.
+type dashboardReconciler struct{ rec *github.Reconciler }
+
+func (d dashboardReconciler) ScanNow(ctx context.Context) error { return d.rec.Run(ctx) }
+
+func (d dashboardReconciler) Status(ctx context.Context) (ui.ReconcileStatus, error) {
+	s, err := d.rec.Summary(ctx)
+	return ui.ReconcileStatus{LastScan: s.LastScan, Missed: s.Missed, Redelivered: s.Redelivered, Unrecoverable: s.Unrecoverable}, err
 }
 
 // devPGHome is where dev keeps its PostgreSQL (data, socket, log): the state

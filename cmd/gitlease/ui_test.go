@@ -116,7 +116,7 @@ func TestRegisterDashboard(t *testing.T) {
 		code  int
 	}{{"", http.StatusNotFound}, {"0123456789abcdef", http.StatusOK}} {
 		e := echo.New()
-		if err := registerDashboard(e, config{UIToken: app.Secret(tt.token)}, nil, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
+		if err := registerDashboard(e, config{UIToken: app.Secret(tt.token)}, nil, nil, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 		rec := httptest.NewRecorder()

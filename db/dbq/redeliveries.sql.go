@@ -291,6 +291,36 @@ func (q *Queries) RedeliverySetResult(ctx context.Context, db DBTX, arg Redelive
 	return err
 }
 
+const redeliverySummary = `-- name: RedeliverySummary :one
+SELECT coalesce((SELECT s.scanned_at FROM redelivery_scans s WHERE s.id = 1), 'epoch'::timestamptz)::timestamptz AS last_scan,
+       count(*) FILTER (WHERE r.result <> 'rejected_skipped') AS missed,
+       count(*) FILTER (WHERE r.result = 'requested') AS redelivered,
+       count(*) FILTER (WHERE r.result IN ('unrecoverable', 'github_refused')) AS unrecoverable
+FROM redeliveries r
+`
+
+type RedeliverySummaryRow struct {
+	LastScan      time.Time
+	Missed        int64
+	Redelivered   int64
+	Unrecoverable int64
+}
+
+// What the dashboard's overview shows of the reconciler: its last scan
+// (the epoch before the first) and the guids it found missed, redelivered
+// and could not recover. Rejected-as-bad-input guids are not missed ones.
+func (q *Queries) RedeliverySummary(ctx context.Context, db DBTX) (RedeliverySummaryRow, error) {
+	row := db.QueryRow(ctx, redeliverySummary)
+	var i RedeliverySummaryRow
+	err := row.Scan(
+		&i.LastScan,
+		&i.Missed,
+		&i.Redelivered,
+		&i.Unrecoverable,
+	)
+	return i, err
+}
+
 const redeliveryTryLock = `-- name: RedeliveryTryLock :one
 SELECT pg_try_advisory_lock($1::bigint) AS locked
 `

@@ -69,3 +69,13 @@ RETURNING *;
 -- name: RedeliveryList :many
 -- The reconciler's rows changed since @since, newest first, for operators.
 SELECT * FROM redeliveries WHERE updated_at >= @since::timestamptz ORDER BY updated_at DESC, guid LIMIT @max;
+
+-- name: RedeliverySummary :one
+-- What the dashboard's overview shows of the reconciler: its last scan
+-- (the epoch before the first) and the guids it found missed, redelivered
+-- and could not recover. Rejected-as-bad-input guids are not missed ones.
+SELECT coalesce((SELECT s.scanned_at FROM redelivery_scans s WHERE s.id = 1), 'epoch'::timestamptz)::timestamptz AS last_scan,
+       count(*) FILTER (WHERE r.result <> 'rejected_skipped') AS missed,
+       count(*) FILTER (WHERE r.result = 'requested') AS redelivered,
+       count(*) FILTER (WHERE r.result IN ('unrecoverable', 'github_refused')) AS unrecoverable
+FROM redeliveries r;
