@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/webhook"
 
+	"github.com/cenkalti/backoff/v5"
 	gh "github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -26,7 +26,10 @@ type SenderConfig struct {
 	Poll       time.Duration // wait between rounds when idle; 1s
 	LockFor    time.Duration // how long a claim keeps other senders off a row; 1m
 	MaxBackoff time.Duration // longest wait between retries of a failed write; 30s
-	Now        func() time.Time
+	// PublicURL (GITLEASE_PUBLIC_URL), if set, makes each item's check run
+	// link to its dashboard page, <PublicURL>/ui/items/<entry_id>.
+	PublicURL string
+	Now       func() time.Time
 }
 
 func (c *SenderConfig) defaults() {
@@ -110,7 +113,9 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.settle(ctx, row, s.process(ctx, row))
+			var made bool
+			err := s.process(ctx, row, &made)
+			s.settle(ctx, row, made, err)
 		}()
 	}
 	wg.Wait()
@@ -123,20 +128,22 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-func (s *Sender) process(ctx context.Context, row dbq.Outbox) error {
+// process performs one row, setting *made once one of its steps got
+// through (so its backoff starts over if a later step fails).
+func (s *Sender) process(ctx context.Context, row dbq.Outbox, made *bool) error {
 	switch row.Kind {
 	case kindCheckRun:
-		return s.sendCheckRun(ctx, row)
+		return s.sendCheckRun(ctx, row, made)
 	case kindProvision:
-		return s.provision(ctx, row)
+		return s.provision(ctx, row, made)
 	case kindStandalone:
 		return s.sendStandalone(ctx, row)
 	}
 	return &permanentError{fmt.Errorf("unknown outbox kind %q", row.Kind)}
 }
 
-// settle records the outcome of one row.
-func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
+// settle records the outcome of one row; made says a step got through.
+func (s *Sender) settle(ctx context.Context, row dbq.Outbox, made bool, err error) {
 	now := s.cfg.Now()
 	log := s.logger.With("outbox_id", row.ID, "kind", row.Kind, "attempt", row.Attempts)
 	if row.EntryID != nil {
@@ -148,9 +155,12 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
 	var dbErr error
 	if err == nil {
 		dbErr = s.q.OutboxDone(sctx, s.pool, dbq.OutboxDoneParams{ID: row.ID, Now: now})
-	} else if retryAt, permanent := s.retryAt(row, err, now); permanent {
+	} else if retryAt, permanent := s.retryAt(row, made, err, now); permanent {
 		log.ErrorContext(ctx, "GitHub write failed permanently", "err", err)
 		dbErr = s.q.OutboxFail(sctx, s.pool, dbq.OutboxFailParams{ID: row.ID, Now: now, LastError: ptr(err.Error())})
+	} else if made {
+		log.WarnContext(ctx, "GitHub write will be resumed", "err", err, "retry_at", retryAt)
+		dbErr = s.q.OutboxRetryAfterProgress(sctx, s.pool, dbq.OutboxRetryAfterProgressParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error())})
 	} else {
 		log.WarnContext(ctx, "GitHub write will be retried", "err", err, "retry_at", retryAt)
 		dbErr = s.q.OutboxRetry(sctx, s.pool, dbq.OutboxRetryParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error())})
@@ -161,9 +171,13 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
 }
 
 // retryAt decides when a failed write is tried again, or that it never is.
-func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, bool) {
+// A rate limit holds it until the limit lifts; anything else transient
+// backs off, exponentially from 250 ms with jitter and capped, counting the
+// attempts since the row last made progress (none when made).
+func (s *Sender) retryAt(row dbq.Outbox, made bool, err error, now time.Time) (time.Time, bool) {
 	var (
 		perm     *permanentError
+		limited  *LimitedError
 		rate     *gh.RateLimitError
 		abuse    *gh.AbuseRateLimitError
 		response *gh.ErrorResponse
@@ -171,26 +185,41 @@ func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, b
 	switch {
 	case errors.As(err, &perm):
 		return time.Time{}, true
+	case errors.As(err, &limited):
+		return limited.Until, false
 	case errors.As(err, &rate):
-		return rate.Rate.Reset.Time.Add(time.Second), false
+		return rate.Rate.Reset.Time.Add(resetMargin), false
 	case errors.As(err, &abuse):
 		if abuse.RetryAfter != nil {
 			return now.Add(*abuse.RetryAfter), false
 		}
-		return now.Add(time.Minute), false
+		return now.Add(secondaryDefault), false
 	case errors.As(err, &response) && response.Response != nil:
 		code := response.Response.StatusCode
 		if code < 500 && code != http.StatusTooManyRequests && code != http.StatusUnauthorized {
 			return time.Time{}, true // GitHub will reject it again
 		}
 	}
-	// Exponential backoff from 250 ms, capped, with jitter on the upper half.
 	// The cap stays low because a write makes several calls and each retry
 	// resumes from what exists: under a steady share of failures a row must
 	// keep trying, not drift minutes apart.
-	backoff := (250 * time.Millisecond) << min(max(row.Attempts-1, 0), 16)
-	backoff = min(backoff, s.cfg.MaxBackoff)
-	return now.Add(backoff/2 + rand.N(backoff/2+1)), false
+	since := 1
+	if !made {
+		since = max(int(row.Attempts-row.ProgressAttempts), 1)
+	}
+	return now.Add(rowBackoff(since, s.cfg.MaxBackoff)), false
+}
+
+// rowBackoff is the pause before a row's nth retry since its last progress.
+func rowBackoff(n int, maxBackoff time.Duration) time.Duration {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: 250 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: maxBackoff,
+	}
+	var d time.Duration
+	for range min(n, 32) {
+		d = b.NextBackOff()
+	}
+	return min(d, maxBackoff)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -48,7 +48,7 @@ WHERE o.id IN (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts
 `
 
 type OutboxClaimBatchParams struct {
@@ -86,6 +86,7 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 			&i.LastError,
 			&i.Status,
 			&i.FinishedAt,
+			&i.ProgressAttempts,
 		); err != nil {
 			return nil, err
 		}
@@ -176,5 +177,24 @@ type OutboxRetryParams struct {
 
 func (q *Queries) OutboxRetry(ctx context.Context, db DBTX, arg OutboxRetryParams) error {
 	_, err := db.Exec(ctx, outboxRetry, arg.AvailableAt, arg.LastError, arg.ID)
+	return err
+}
+
+const outboxRetryAfterProgress = `-- name: OutboxRetryAfterProgress :exec
+UPDATE outbox SET available_at = $1::timestamptz, locked_until = NULL, last_error = $2,
+    progress_attempts = attempts
+WHERE id = $3
+`
+
+type OutboxRetryAfterProgressParams struct {
+	AvailableAt time.Time
+	LastError   *string
+	ID          int64
+}
+
+// Gives a row back after some of its steps got through: its backoff starts
+// over from this attempt.
+func (q *Queries) OutboxRetryAfterProgress(ctx context.Context, db DBTX, arg OutboxRetryAfterProgressParams) error {
+	_, err := db.Exec(ctx, outboxRetryAfterProgress, arg.AvailableAt, arg.LastError, arg.ID)
 	return err
 }

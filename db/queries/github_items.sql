@@ -19,3 +19,19 @@ ON CONFLICT (entry_id) DO UPDATE
 SET branch = EXCLUDED.branch, head_sha = EXCLUDED.head_sha, pr_number = EXCLUDED.pr_number,
     pr_url = EXCLUDED.pr_url, provisioned_generation = EXCLUDED.provisioned_generation
 RETURNING *;
+
+-- name: GitHubItemRecordStartCommit :exec
+-- Records the initial commit created for an item's branch before the
+-- branch exists, so a retry creates the branch on it rather than another.
+INSERT INTO github_items (entry_id, start_commit_sha) VALUES (@entry_id, @sha::text)
+ON CONFLICT (entry_id) DO UPDATE SET start_commit_sha = EXCLUDED.start_commit_sha;
+
+-- name: GitHubItemRecordBranchSHA :exec
+-- Records that an item's branch exists at sha, before its pull request does.
+INSERT INTO github_items (entry_id, branch_sha) VALUES (@entry_id, @sha::text)
+ON CONFLICT (entry_id) DO UPDATE SET branch_sha = EXCLUDED.branch_sha;
+
+-- name: GitHubItemSetCheckOutput :exec
+-- Records the title and summary the item's check run shows now.
+INSERT INTO github_items (entry_id, check_title, check_summary) VALUES (@entry_id, @title::text, @summary::text)
+ON CONFLICT (entry_id) DO UPDATE SET check_title = EXCLUDED.check_title, check_summary = EXCLUDED.check_summary;

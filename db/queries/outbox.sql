@@ -37,6 +37,13 @@ WHERE id = @id;
 UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error
 WHERE id = @id;
 
+-- name: OutboxRetryAfterProgress :exec
+-- Gives a row back after some of its steps got through: its backoff starts
+-- over from this attempt.
+UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error,
+    progress_attempts = attempts
+WHERE id = @id;
+
 -- name: OutboxFail :exec
 UPDATE outbox SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @last_error
 WHERE id = @id;
