@@ -154,6 +154,7 @@ type Server struct {
 	violations    []Violation
 	faults        faults
 	rate          map[string]*rateBucket
+	scopes        rateScopes // ratescope.go
 	reqSeq        int64
 }
 
@@ -331,6 +332,7 @@ type bufWriter struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
+	arrived := time.Now()
 	if s.cfg.latency > 0 {
 		time.Sleep(s.cfg.latency)
 	}
@@ -349,6 +351,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
 	s.reqSeq++
 	reqID := fmt.Sprintf("F4KE:%04X:%06X", s.reqSeq>>16, s.reqSeq)
 	res, fault, identity := s.process(c, kind)
+	s.checkScope(c, identity, arrived)
+	s.recordScope(identity, fault, res, time.Now())
 	s.counts[kind]++
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "application/json; charset=utf-8")
