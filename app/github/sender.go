@@ -23,7 +23,7 @@ import (
 // SenderConfig configures the outbox Sender. Zero fields take defaults.
 type SenderConfig struct {
 	Batch      int           // rows claimed per round; 10
-	Poll       time.Duration // wait between rounds when idle; 1s
+	Poll       time.Duration // longest wait between rounds when idle (NOTIFY and due rows wake it sooner); 1s
 	LockFor    time.Duration // how long a claim keeps other senders off a row; 1m
 	MaxBackoff time.Duration // longest wait between retries of a failed write; 30s
 	// PublicURL (GITLEASE_PUBLIC_URL), if set, makes each item's check run
@@ -63,6 +63,7 @@ type Sender struct {
 	gh     *Installations
 	cfg    SenderConfig
 	logger *slog.Logger
+	wake   chan struct{}
 
 	service.Service
 }
@@ -73,12 +74,35 @@ func NewSender(pool *pgxpool.Pool, gh *Installations, cfg SenderConfig, logger *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sender{pool: pool, q: dbq.New(), gh: gh, cfg: cfg, logger: logger}
+	return &Sender{pool: pool, q: dbq.New(), gh: gh, cfg: cfg, logger: logger, wake: make(chan struct{}, 1)}
 }
 
-// Start runs the sender in the background until Stop or ctx ends.
+// Start runs the sender in the background until Stop or ctx ends. It
+// listens on OutboxChannel, so rows committed by any process wake it at
+// once; without the LISTEN connection it polls (and retries listening).
 func (s *Sender) Start(ctx context.Context) error {
-	return s.Service.Start(ctx, s.loop)
+	return s.Service.Start(ctx, func(ctx context.Context) {
+		l := &service.Listener{Pool: s.pool, Channel: OutboxChannel, Wake: s.poke, Logger: s.logger}
+		conn, err := l.Connect(ctx)
+		if err != nil {
+			s.logger.WarnContext(ctx, "cannot listen for outbox rows yet; polling meanwhile", "err", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.Run(ctx, conn)
+		}()
+		s.loop(ctx)
+		<-done
+	})
+}
+
+// poke wakes the loop; it never blocks.
+func (s *Sender) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Sender) loop(ctx context.Context) {
@@ -87,14 +111,27 @@ func (s *Sender) loop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "outbox round failed", "err", err)
 		}
-		if n == s.cfg.Batch {
-			continue // more may be due right away
+		if n > 0 {
+			// More may be due right away: the rest of a batch, or a
+			// check run whose branch this round provisioned.
+			continue
 		}
+		wait := s.cfg.Poll
+		now := s.cfg.Now()
+		// No row given back for later: err is NULL's scan error, and the
+		// poll (or a NOTIFY) wakes it.
+		if next, err := s.q.OutboxNextRetry(ctx, s.pool, now); err == nil {
+			wait = min(wait, max(next.Sub(now), time.Millisecond))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(s.cfg.Poll):
+		case <-s.wake:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/service"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/queue"
@@ -219,13 +219,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.loopDone = make(chan struct{})
 	listenDone := make(chan struct{})
 	if w.pool != nil {
-		conn, err := w.listen(w.lctx)
+		l := w.listener()
+		conn, err := l.Connect(w.lctx)
 		if err != nil {
 			w.logger.WarnContext(ctx, "cannot listen for new work yet; polling meanwhile", "err", err)
 		}
 		go func() {
 			defer close(listenDone)
-			w.listenLoop(w.lctx, conn)
+			l.Run(w.lctx, conn)
 		}()
 	} else {
 		close(listenDone)
@@ -379,60 +380,7 @@ func (w *Worker) run(fe queue.FencedEntry) {
 	newJob(w, fe).run()
 }
 
-// listen opens a connection of its own (not the pool's: it stays busy
-// waiting) and LISTENs on NotifyChannel.
-func (w *Worker) listen(ctx context.Context) (*pgx.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return nil, fmt.Errorf("connect for LISTEN: %w", err)
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		closeConn(conn)
-		return nil, fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
-	}
-	return conn, nil
-}
-
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
-
-// listenLoop wakes the lease loop on every notification until ctx ends,
-// reconnecting with backoff when the connection fails.
-func (w *Worker) listenLoop(ctx context.Context, conn *pgx.Conn) {
-	backoff := time.Second
-	for {
-		if conn == nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			var err error
-			if conn, err = w.listen(ctx); err != nil {
-				if ctx.Err() == nil {
-					w.logger.WarnContext(ctx, "cannot listen for new work; polling meanwhile", "err", err, "retry_in", backoff.String())
-				}
-				backoff = min(2*backoff, 30*time.Second)
-				continue
-			}
-			backoff = time.Second
-			w.poke() // notifications may have been missed while disconnected
-		}
-		_, err := conn.WaitForNotification(ctx)
-		if err == nil {
-			w.poke()
-			continue
-		}
-		closeConn(conn)
-		conn = nil
-		if ctx.Err() != nil {
-			return
-		}
-		w.logger.WarnContext(ctx, "lost the LISTEN connection; reconnecting", "err", err)
-	}
+// listener wakes the lease loop on every NOTIFY gitlease_work.
+func (w *Worker) listener() *service.Listener {
+	return &service.Listener{Pool: w.pool, Channel: NotifyChannel, Wake: w.poke, Logger: w.logger}
 }

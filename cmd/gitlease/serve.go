@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/app/setup"
 	"github.com/gitlease/gitlease/app/worker"
 
@@ -113,16 +114,21 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err != nil {
 		return err
 	}
-	outbox := github.NewOutbox(nil, logger)
 	notifier := worker.NewNotifier(pool, logger)
 	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	defer notifier.Stop()
+	outboxNotifier := service.NewNotifier(pool, github.OutboxChannel, logger) // wakes every instance's sender
+	if err := outboxNotifier.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer outboxNotifier.Stop()
+	outbox := github.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: github.NewItems(pool)})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
-		sender := github.NewSender(pool, gh, github.SenderConfig{}, logger)
+		sender := github.NewSender(pool, gh, github.SenderConfig{PublicURL: cfg.PublicURL}, logger)
 		if err := sender.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}

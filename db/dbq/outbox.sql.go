@@ -164,6 +164,19 @@ func (q *Queries) OutboxNextDue(ctx context.Context, db DBTX) (time.Time, error)
 	return column_1, err
 }
 
+const outboxNextRetry = `-- name: OutboxNextRetry :one
+SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND available_at > $1::timestamptz
+`
+
+// When the earliest row given back for later becomes due (NULL: none), so
+// an idle sender wakes for it rather than at its next poll.
+func (q *Queries) OutboxNextRetry(ctx context.Context, db DBTX, now time.Time) (time.Time, error) {
+	row := db.QueryRow(ctx, outboxNextRetry, now)
+	var column_1 time.Time
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const outboxRetry = `-- name: OutboxRetry :exec
 UPDATE outbox SET available_at = $1::timestamptz, locked_until = NULL, last_error = $2
 WHERE id = $3

@@ -55,3 +55,8 @@ FROM outbox;
 
 -- name: OutboxNextDue :one
 SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';
+
+-- name: OutboxNextRetry :one
+-- When the earliest row given back for later becomes due (NULL: none), so
+-- an idle sender wakes for it rather than at its next poll.
+SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND available_at > @now::timestamptz;
