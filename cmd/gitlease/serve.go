@@ -125,7 +125,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	}
 	defer outboxNotifier.Stop()
 	outbox := github.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: github.NewItems(pool)})
+	items := github.NewItems(pool)
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
 		sender := github.NewSender(pool, gh, github.SenderConfig{PublicURL: cfg.PublicURL}, logger)
@@ -143,7 +144,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	setup.Register(srv.Echo())
-	intake, err := newIntake(ctx, cfg, store, gh, outbox, metrics.Delivery, logger)
+	intake, err := newIntake(ctx, cfg, store, gh, outbox, items, metrics.Delivery, logger)
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, items *github.Items, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -221,11 +222,11 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 			logger.Warn("cannot tell the App's own events apart until GITHUB_APP_SLUG is set", "err", err)
 		}
 	}
-	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix, BotLogin: botLogin})
+	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix, BotLogin: botLogin, AppID: cfg.AppID})
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
-	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer, OnOutcome: outbox.DeliveryFeedback}), nil
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer, OnOutcome: outbox.DeliveryFeedback, CheckSuites: items}), nil
 }
 
 func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {

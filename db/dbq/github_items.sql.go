@@ -11,6 +11,30 @@ import (
 	"github.com/google/uuid"
 )
 
+const gitHubItemEntryOnCommit = `-- name: GitHubItemEntryOnCommit :one
+SELECT w.id FROM work_items w JOIN github_items g ON g.entry_id = w.id
+WHERE g.check_run_id IS NOT NULL
+  AND w.dispatch #>> '{subject,metadata,repository_id}' = $1::text
+  AND (g.head_sha = $2::text OR w.dispatch #>> '{subject,metadata,head_sha}' = $2::text)
+ORDER BY w.enqueued_at DESC, w.id
+LIMIT 1
+`
+
+type GitHubItemEntryOnCommitParams struct {
+	RepositoryID string
+	HeadSha      string
+}
+
+// The newest item of a repository whose check run sits on a commit (an
+// issue item's branch head, a pull request's head): the entry of this
+// App's check suite there.
+func (q *Queries) GitHubItemEntryOnCommit(ctx context.Context, db DBTX, arg GitHubItemEntryOnCommitParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, gitHubItemEntryOnCommit, arg.RepositoryID, arg.HeadSha)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const gitHubItemGet = `-- name: GitHubItemGet :one
 SELECT entry_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, start_commit_sha, branch_sha, check_title, check_summary FROM github_items WHERE entry_id = $1
 `

@@ -100,7 +100,7 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 
 const outboxDone = `-- name: OutboxDone :exec
 UPDATE outbox SET status = 'done', finished_at = $1::timestamptz, locked_until = NULL, last_error = NULL
-WHERE id = $2
+WHERE id = $2 AND status = 'pending'
 `
 
 type OutboxDoneParams struct {
@@ -108,6 +108,8 @@ type OutboxDoneParams struct {
 	ID  int64
 }
 
+// Only a pending row: one stopped meanwhile (its installation went away)
+// stays failed.
 func (q *Queries) OutboxDone(ctx context.Context, db DBTX, arg OutboxDoneParams) error {
 	_, err := db.Exec(ctx, outboxDone, arg.Now, arg.ID)
 	return err
@@ -127,6 +129,45 @@ type OutboxFailParams struct {
 func (q *Queries) OutboxFail(ctx context.Context, db DBTX, arg OutboxFailParams) error {
 	_, err := db.Exec(ctx, outboxFail, arg.Now, arg.LastError, arg.ID)
 	return err
+}
+
+const outboxFailInstallation = `-- name: OutboxFailInstallation :execrows
+UPDATE outbox o
+SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2::text
+WHERE o.status = 'pending' AND (
+    EXISTS (SELECT 1 FROM work_items w
+            WHERE w.id = o.entry_id
+              AND w.dispatch #>> '{subject,metadata,installation_id}' = $3::text
+              AND (cardinality($4::text[]) = 0
+                   OR w.dispatch #>> '{subject,metadata,repository_id}' = ANY ($4::text[])))
+    OR (o.entry_id IS NULL AND o.payload ->> 'installation_id' = $3::text
+        AND (cardinality($5::text[]) = 0 OR lower(o.payload ->> 'repository') = ANY ($5::text[]))))
+`
+
+type OutboxFailInstallationParams struct {
+	Now             time.Time
+	Reason          string
+	InstallationID  string
+	RepositoryIds   []string
+	RepositoryNames []string
+}
+
+// Stops the pending rows of an installation deleted or suspended (or of
+// repositories removed from it, when repository_ids is not empty): they
+// are marked failed with the reason instead of being sent. Items' rows are
+// found through their dispatch, standalone check runs through their payload.
+func (q *Queries) OutboxFailInstallation(ctx context.Context, db DBTX, arg OutboxFailInstallationParams) (int64, error) {
+	result, err := db.Exec(ctx, outboxFailInstallation,
+		arg.Now,
+		arg.Reason,
+		arg.InstallationID,
+		arg.RepositoryIds,
+		arg.RepositoryNames,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const outboxInsert = `-- name: OutboxInsert :exec

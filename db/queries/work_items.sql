@@ -319,3 +319,26 @@ SELECT @id, 'pending', true, @canonical_id::text, @canonical_id::text, gen.last_
     @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref')
 FROM gen
 RETURNING *;
+
+-- name: WorkItemCancelInstallation :many
+-- An installation deleted or suspended (or repositories removed from it,
+-- when repository_ids is not empty): its pending and held items finish
+-- cancelled.
+UPDATE work_items
+SET status = 'cancelled', finished_at = @now::timestamptz
+WHERE status IN ('pending', 'held')
+  AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
+  AND (cardinality(@repository_ids::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY (sqlc.arg('repository_ids')::text[]))
+RETURNING *;
+
+-- name: WorkItemRequestCancelInstallation :many
+-- The same installation's (or repositories') assigned items are told to
+-- stop at their next renew.
+UPDATE work_items
+SET cancel_requested_at = @now::timestamptz
+WHERE status = 'assigned' AND cancel_requested_at IS NULL
+  AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
+  AND (cardinality(@repository_ids::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY (sqlc.arg('repository_ids')::text[]))
+RETURNING *;
