@@ -212,3 +212,31 @@ func BenchmarkIssueItemUnder502s(b *testing.B) {
 	b.ReportMetric(float64(quantile(toDone, 0.99).Milliseconds()), "ms-to-done-p99")
 	g.reportCalls(b, len(toDone))
 }
+
+// BenchmarkIssueItemsUnderRateLimits sends 5 issue items at once into an
+// installation that GitHub answers with one secondary limit (Retry-After
+// 2 s) and then one primary limit (reset 3 s later): the calls started while
+// the installation was limited (EarlyCalls, which must stay 0) and the time
+// until all 5 check runs completed.
+func BenchmarkIssueItemsUnderRateLimits(b *testing.B) {
+	g := newGitHubBench(b, 0)
+	var toDone []time.Duration
+	for b.Loop() {
+		g.fake.SecondaryRateLimit(githubtest.AnyKind, 1, 2)
+		start := time.Now()
+		var entries []string
+		for range 5 {
+			entries = append(entries, g.enqueue(b, false))
+		}
+		time.Sleep(50 * time.Millisecond)
+		g.fake.PrimaryRateLimit(1, 3*time.Second)
+		for _, e := range entries {
+			waitFor(b, "check run completed", func() bool { return g.completed(e) })
+		}
+		toDone = append(toDone, time.Since(start))
+		g.fake.ClearFaults()
+	}
+	b.ReportMetric(float64(g.fake.EarlyCalls()), "early-calls")
+	b.ReportMetric(float64(quantile(toDone, 0.5).Milliseconds()), "ms-to-all-done-p50")
+	g.reportCalls(b, 5*len(toDone))
+}
