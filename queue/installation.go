@@ -24,23 +24,13 @@ func (s *Store) CancelInstallationTx(ctx context.Context, tx pgx.Tx, installatio
 	for _, id := range repositoryIDs {
 		repos = append(repos, strconv.FormatInt(id, 10))
 	}
-	var res CancelResult
 	rows, err := s.q.WorkItemCancelInstallation(ctx, tx, dbq.WorkItemCancelInstallationParams{Now: now, InstallationID: inst, RepositoryIds: repos})
 	if err != nil {
-		return res, fmt.Errorf("cancel the items of installation %d: %w", installationID, err)
-	}
-	for _, w := range rows {
-		if err := s.cfg.Observer.Finished(ctx, tx, Item{row: w}); err != nil {
-			return res, fmt.Errorf("observe cancel: %w", err)
-		}
-		res.Cancelled = append(res.Cancelled, Item{row: w})
+		return CancelResult{}, fmt.Errorf("cancel the items of installation %d: %w", installationID, err)
 	}
 	req, err := s.q.WorkItemRequestCancelInstallation(ctx, tx, dbq.WorkItemRequestCancelInstallationParams{Now: now, InstallationID: inst, RepositoryIds: repos})
 	if err != nil {
-		return res, fmt.Errorf("request cancel of installation %d's items: %w", installationID, err)
+		return CancelResult{}, fmt.Errorf("request cancel of installation %d's items: %w", installationID, err)
 	}
-	for _, w := range req {
-		res.Requested = append(res.Requested, Item{row: w})
-	}
-	return res, nil
+	return s.cancelled(ctx, tx, rows, req)
 }

@@ -148,6 +148,12 @@ func (g *gitHubBench) reportCalls(b *testing.B, items int) {
 	b.Logf("calls per item by route: %s; started while rate-limited: %d", strings.Join(parts, " "), g.fake.EarlyCalls())
 }
 
+// reportLatency reports the p50 and p99 of ds as ms-to-<what>-p50/-p99.
+func reportLatency(b *testing.B, what string, ds []time.Duration) {
+	b.ReportMetric(float64(quantile(ds, 0.5).Milliseconds()), "ms-to-"+what+"-p50")
+	b.ReportMetric(float64(quantile(ds, 0.99).Milliseconds()), "ms-to-"+what+"-p99")
+}
+
 // BenchmarkIssueItemOnGitHub runs issue items one after another through
 // serve's GitHub side: delivery commit → draft pull request open, and →
 // check run completed, p50 and p99, and GitHub calls per item.
@@ -174,42 +180,37 @@ func benchIssueItems(b *testing.B, writesPerSec float64, apart time.Duration) {
 		toPR = append(toPR, waitFor(b, "draft pull request", func() bool { return g.hasPR(n) }).Sub(start))
 		toDone = append(toDone, waitFor(b, "check run completed", func() bool { return g.completed(entry) }).Sub(start))
 	}
-	b.ReportMetric(float64(quantile(toPR, 0.5).Milliseconds()), "ms-to-PR-p50")
-	b.ReportMetric(float64(quantile(toPR, 0.99).Milliseconds()), "ms-to-PR-p99")
-	b.ReportMetric(float64(quantile(toDone, 0.5).Milliseconds()), "ms-to-done-p50")
-	b.ReportMetric(float64(quantile(toDone, 0.99).Milliseconds()), "ms-to-done-p99")
+	reportLatency(b, "PR", toPR)
+	reportLatency(b, "done", toDone)
 	g.reportCalls(b, len(toDone))
 }
 
 // BenchmarkPullRequestItemOnGitHub is the same for pull-request items.
-func BenchmarkPullRequestItemOnGitHub(b *testing.B) {
-	g := newGitHubBench(b, 0)
-	var toDone []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		entry := g.enqueue(b, true)
-		toDone = append(toDone, waitFor(b, "check run completed", func() bool { return g.completed(entry) }).Sub(start))
-	}
-	b.ReportMetric(float64(quantile(toDone, 0.5).Milliseconds()), "ms-to-done-p50")
-	b.ReportMetric(float64(quantile(toDone, 0.99).Milliseconds()), "ms-to-done-p99")
-	g.reportCalls(b, len(toDone))
-}
+func BenchmarkPullRequestItemOnGitHub(b *testing.B) { benchToDone(b, true, nil) }
 
 // BenchmarkIssueItemUnder502s fails the first three calls of every route
 // with 502 for each item: the time from its delivery to its completed
 // check run.
 func BenchmarkIssueItemUnder502s(b *testing.B) {
+	benchToDone(b, false, func(fake *githubtest.Server) { fake.FailEach(3, 502) })
+}
+
+// benchToDone runs items (pr: pull-request items) one after another, each
+// after faults (if any) were set up, and reports delivery → completed check
+// run.
+func benchToDone(b *testing.B, pr bool, faults func(*githubtest.Server)) {
 	g := newGitHubBench(b, 0)
 	var toDone []time.Duration
 	for b.Loop() {
-		g.fake.FailEach(3, 502)
+		if faults != nil {
+			faults(g.fake)
+		}
 		start := time.Now()
-		entry := g.enqueue(b, false)
+		entry := g.enqueue(b, pr)
 		toDone = append(toDone, waitFor(b, "check run completed", func() bool { return g.completed(entry) }).Sub(start))
 		g.fake.ClearFaults()
 	}
-	b.ReportMetric(float64(quantile(toDone, 0.5).Milliseconds()), "ms-to-done-p50")
-	b.ReportMetric(float64(quantile(toDone, 0.99).Milliseconds()), "ms-to-done-p99")
+	reportLatency(b, "done", toDone)
 	g.reportCalls(b, len(toDone))
 }
 
@@ -237,6 +238,6 @@ func BenchmarkIssueItemsUnderRateLimits(b *testing.B) {
 		g.fake.ClearFaults()
 	}
 	b.ReportMetric(float64(g.fake.EarlyCalls()), "early-calls")
-	b.ReportMetric(float64(quantile(toDone, 0.5).Milliseconds()), "ms-to-all-done-p50")
+	reportLatency(b, "all-done", toDone)
 	g.reportCalls(b, 5*len(toDone))
 }
