@@ -40,8 +40,9 @@ func (c *SenderConfig) defaults() {
 		c.Poll = time.Second
 	}
 	if c.LockFor <= 0 {
-		// Longer than one row's GitHub calls (each bounded by requestTimeout)
-		// take, short enough that a killed sender's claims free up soon.
+		// A row's work is cut off at three quarters of it (its calls, their
+		// in-place retries and waits for a write's turn); short enough that
+		// a killed sender's claims free up soon.
 		c.LockFor = time.Minute
 	}
 	if c.MaxBackoff <= 0 {
@@ -150,8 +151,12 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// The row's work ends well before its claim does, so no other
+			// sender ever takes it up while this one still writes.
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.LockFor*3/4)
+			defer cancel()
 			var made bool
-			err := s.process(ctx, row, &made)
+			err := s.process(rctx, row, &made)
 			s.settle(ctx, row, made, err)
 		}()
 	}
