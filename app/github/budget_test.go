@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
@@ -141,5 +143,42 @@ func TestStartedSendersWakeOnNotify(t *testing.T) {
 	}
 	if n := h.gh.Count(githubtest.KindCreateCheckRun); n != items {
 		t.Errorf("%d check runs created for %d items", n, items)
+	}
+}
+
+// TestCheckRunOutputFitsGitHub finishes an item whose worker wrote more
+// than GitHub keeps: the strict fake (GitHub's schema: summary at most
+// 65,535 characters) accepts the check run, whose summary is cut with a
+// note, and which links to the item's dashboard page.
+func TestCheckRunOutputFitsGitHub(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	sha := h.gh.Push(repoName, "feature-9", "a change")
+	res, err := h.store.Enqueue(ctx, pullRequestParams(9, sha))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := github.NewInstallations(github.Config{AppID: h.gh.AppID, PrivateKey: h.gh.PrivateKeyPEM, APIURL: h.gh.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := github.NewSender(h.pool, inst, github.SenderConfig{PublicURL: "https://gitlease.example.com/"}, nil)
+	fe := h.leaseAll(t, "w1")[0]
+	note := strings.Repeat("ü", 40_000) // 80,000 bytes
+	if r, err := h.store.Complete(ctx, queue.CompleteParams{Execution: fe.Execution, Status: queue.StatusCompleted, Note: note}); err != nil || r.Outcome != queue.OutcomeApplied {
+		t.Fatalf("complete: %+v %v", r, err)
+	}
+	h.drain(t, s)
+	runs := h.gh.CheckRuns(repoName)
+	if len(runs) != 1 {
+		t.Fatalf("%d check runs", len(runs))
+	}
+	cr := runs[0]
+	if len(cr.Summary) > 65535 || !utf8.ValidString(cr.Summary) || !strings.Contains(cr.Summary, "cut by gitlease") {
+		t.Errorf("summary of %d bytes (valid UTF-8 %v), want at most 65535 ending with the cut note", len(cr.Summary), utf8.ValidString(cr.Summary))
+	}
+	if want := "https://gitlease.example.com/ui/items/" + res.EntryID; cr.DetailsURL != want {
+		t.Errorf("details_url %q, want %q", cr.DetailsURL, want)
 	}
 }
