@@ -26,22 +26,28 @@ func (r CancelResult) Any() bool { return len(r.Cancelled)+len(r.Requested) > 0 
 // items are marked so that their next Renew ends them.
 func (s *Store) CancelSubjectTx(ctx context.Context, tx pgx.Tx, qualifiedID string) (CancelResult, error) {
 	now := s.now()
-	var res CancelResult
 	rows, err := s.q.WorkItemCancelSubject(ctx, tx, dbq.WorkItemCancelSubjectParams{Now: now, CanonicalID: qualifiedID})
 	if err != nil {
-		return res, fmt.Errorf("cancel subject %s: %w", qualifiedID, err)
+		return CancelResult{}, fmt.Errorf("cancel subject %s: %w", qualifiedID, err)
 	}
+	req, err := s.q.WorkItemRequestCancel(ctx, tx, dbq.WorkItemRequestCancelParams{Now: now, CanonicalID: qualifiedID})
+	if err != nil {
+		return CancelResult{}, fmt.Errorf("request cancel of subject %s: %w", qualifiedID, err)
+	}
+	return s.cancelled(ctx, tx, rows, req)
+}
+
+// cancelled tells the Observer of the items that finished cancelled and
+// returns them with those asked to stop.
+func (s *Store) cancelled(ctx context.Context, tx pgx.Tx, rows, requested []dbq.WorkItem) (CancelResult, error) {
+	var res CancelResult
 	for _, w := range rows {
 		if err := s.cfg.Observer.Finished(ctx, tx, Item{row: w}); err != nil {
 			return res, fmt.Errorf("observe cancel: %w", err)
 		}
 		res.Cancelled = append(res.Cancelled, Item{row: w})
 	}
-	req, err := s.q.WorkItemRequestCancel(ctx, tx, dbq.WorkItemRequestCancelParams{Now: now, CanonicalID: qualifiedID})
-	if err != nil {
-		return res, fmt.Errorf("request cancel of subject %s: %w", qualifiedID, err)
-	}
-	for _, w := range req {
+	for _, w := range requested {
 		res.Requested = append(res.Requested, Item{row: w})
 	}
 	return res, nil

@@ -118,8 +118,34 @@ func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microse
 // InTx runs fn in a transaction and commits it if fn returns nil. Callers
 // that must write their own rows atomically with a queue change (the webhook
 // intake's delivery record) use it with the Store's *Tx methods.
+// The functions given to AfterCommit in fn's ctx run after the commit.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(ctx, tx) })
+	var hooks []func()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(context.WithValue(ctx, afterCommitKey{}, &hooks), tx)
+	})
+	if err == nil {
+		for _, h := range hooks {
+			h()
+		}
+	}
+	return err
+}
+
+// afterCommitKey carries the after-commit hooks of the transaction InTx runs.
+type afterCommitKey struct{}
+
+// AfterCommit registers fn to run once the Store.InTx transaction ctx
+// belongs to has committed; it never runs if that transaction rolls back.
+// An Observer uses it to signal what it wrote (a NOTIFY after the commit,
+// never inside it). Outside such a transaction fn runs at once. fn must
+// not block.
+func AfterCommit(ctx context.Context, fn func()) {
+	if hooks, ok := ctx.Value(afterCommitKey{}).(*[]func()); ok {
+		*hooks = append(*hooks, fn)
+		return
+	}
+	fn()
 }
 
 // maxConflictRetries bounds how often a transaction that lost a unique-index

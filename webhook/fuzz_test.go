@@ -137,7 +137,7 @@ func FuzzMapper(f *testing.F) {
 	prs := anyPRs{pr: *newFakePRs(f).pr}
 	mappers := make([]*webhook.Mapper, 0, 2)
 	for _, cfg := range []webhook.MapperConfig{
-		{BranchPrefix: "gitlease/", BotLogin: botLogin},
+		{BranchPrefix: "gitlease/", BotLogin: botLogin, AppID: 424242}, // the fixtures' App: Re-runs are acted on
 		{BranchPrefix: "", TriggerLabel: "gitlease"},
 	} {
 		m, err := webhook.NewMapper(prs, cfg)

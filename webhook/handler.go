@@ -112,6 +112,9 @@ type HandlerConfig struct {
 	// the outbox) is written atomically with it. An error rolls everything
 	// back and answers 503.
 	OnOutcome func(ctx context.Context, tx pgx.Tx, r Result) error
+	// CheckSuites, if set, finds the entry of a check suite's Re-run; a
+	// check_suite rerequested is ignored without it.
+	CheckSuites CheckSuiteLookup
 	// OnAnswer, if set, is called once per request after it was answered
 	// (for metrics) with the outcome, or "rejected" for a 4xx refusal,
 	// "unavailable" for a 503 and "error" for a 500.
@@ -489,6 +492,19 @@ func (h *Handler) act(ctx context.Context, tx pgx.Tx, a arrival, optimistic bool
 		res.Outcome = OutcomeCancelled
 		nameItem(&res.Response, touched[0].EntryID(), touched[0].QualifiedID(), ptrGen(touched[0].Generation()))
 		res.Reason = fmt.Sprintf("%d pending or held item(s) cancelled, %d assigned item(s) asked to stop", len(cr.Cancelled), len(cr.Requested))
+		return res, res.Outcome, nil
+	case KindCancelInstallation:
+		return h.cancelInstallation(ctx, tx, res)
+	case KindRerun:
+		dec, err := h.rerunEnqueue(ctx, tx, dec, a.deliveryID, a.event)
+		if err != nil {
+			return res, "", err
+		}
+		res.Decision = dec
+		if dec.Kind == KindEnqueue {
+			return h.enqueue(ctx, tx, res, false)
+		}
+		res.Outcome, res.Reason = OutcomeIgnored, dec.Reason
 		return res, res.Outcome, nil
 	case KindEnqueue:
 		return h.enqueue(ctx, tx, res, optimistic)

@@ -63,6 +63,9 @@ type MapperConfig struct {
 	// Now stamps requested_at when a payload carries no usable time;
 	// time.Now when nil.
 	Now func() time.Time
+	// AppID is the App's numeric ID (GITHUB_APP_ID): a Re-run is acted on
+	// only for its own check runs. 0 ignores every Re-run.
+	AppID int64
 }
 
 // Mapper turns a GitHub event into a queue decision (SPEC §6). It keeps no
@@ -106,6 +109,10 @@ func (k Kind) String() string {
 		return "enqueue"
 	case KindCancel:
 		return "cancel"
+	case KindCancelInstallation:
+		return "cancel_installation"
+	case KindRerun:
+		return "rerun"
 	}
 	return "ignore"
 }
@@ -122,6 +129,10 @@ type Decision struct {
 	Enqueue queue.EnqueueParams
 	// Reason says why a delivery is ignored.
 	Reason string
+	// Installation is what KindCancelInstallation takes away (lifecycle.go).
+	Installation *InstallationScope
+	// Rerun is the Re-run of KindRerun (rerun.go).
+	Rerun *RerunRequest
 }
 
 // Metadata is the subject metadata of every item gitlease enqueues from
@@ -190,6 +201,12 @@ func (m *Mapper) Map(ctx context.Context, event, deliveryID string, body []byte)
 	d := delivery{event: event, deliveryID: deliveryID, facts: facts}
 	if event == "ping" {
 		return d.ignore("ping"), nil
+	}
+	switch event { // parsed leniently: only the fields used
+	case "installation", "installation_repositories":
+		return m.lifecycle(d, body)
+	case "check_run", "check_suite":
+		return m.rerun(d, body)
 	}
 	if !actsOn(event) {
 		return d.ignore("event %q is not handled", event), nil

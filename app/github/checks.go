@@ -38,9 +38,12 @@ func toGitHub(rowID int64, anns []Annotation) []*gh.CheckRunAnnotation {
 }
 
 // sendCheckRun brings an item's check run to the row's state: created if
-// absent (found again by external_id after a lost response), then updated,
-// annotations added at most 50 per request and never twice.
-func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
+// it has none yet (found again by external_id only after an answer that may
+// have been lost), else updated, with annotations at most 50 per request
+// and never twice. What the check run shows is recorded, so a clean run
+// never reads it back: a pull-request item costs three calls (created,
+// in progress, completed), an issue item two.
+func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, made *bool) error {
 	var u checkRunUpdate
 	if err := decodePayload(row, &u); err != nil {
 		return err
@@ -60,25 +63,21 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 	if headSHA == "" {
 		return &permanentError{errors.New("the item finished before its branch existed: no commit to put its check run on")}
 	}
+	u.Title, u.Summary, u.Text = fitTitle(u.Title), fitText(u.Summary), fitText(u.Text)
+	r := s.gh.retries
 
-	var run *gh.CheckRun
-	if g.CheckRunID != nil {
-		run, _, err = c.Checks.GetCheckRun(ctx, owner, repo, *g.CheckRunID)
-		if err != nil {
-			return fmt.Errorf("get check run: %w", err)
-		}
-	} else if run, err = findCheckRun(ctx, c, owner, repo, headSHA, entry); err != nil {
-		return err
-	}
-	if run != nil && row.Attempts > 1 && len(anns) > 0 {
-		if anns, err = withoutWritten(ctx, c, owner, repo, run.GetID(), anns); err != nil {
+	runID := derefInt(g.CheckRunID)
+	shown := shownOutput{title: orDefault(deref(g.CheckTitle), "gitlease"), summary: orDefault(deref(g.CheckSummary), "gitlease is tracking this work.")}
+	if runID != 0 && row.Attempts > 1 && len(anns) > 0 {
+		// An earlier attempt may have written some of them.
+		if anns, err = withoutWritten(ctx, r, c, owner, repo, runID, anns); err != nil {
 			return err
 		}
 	}
 	first := anns[:min(len(anns), maxAnnotations)]
 	rest := anns[len(first):]
 
-	if run == nil {
+	if runID == 0 {
 		opts := gh.CreateCheckRunOptions{
 			Name: CheckName, HeadSHA: headSHA, ExternalID: gh.String(entry),
 			Status: gh.String(orDefault(u.Status, "queued")),
@@ -88,36 +87,83 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox) error {
 				Annotations: first,
 			},
 		}
+		if d := detailsURL(s.cfg.PublicURL, entry); d != "" {
+			opts.DetailsURL = gh.String(d)
+		}
 		if u.Status == "completed" {
 			opts.Conclusion = gh.String(u.Conclusion)
 		}
 		if u.Text != "" {
 			opts.Output.Text = gh.String(u.Text)
 		}
-		if run, _, err = c.Checks.CreateCheckRun(ctx, owner, repo, opts); err != nil {
-			return fmt.Errorf("create check run: %w", err)
-		}
-		if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID, CheckRunID: run.ID}); err != nil {
-			return fmt.Errorf("record check run: %w", err)
-		}
-	} else {
-		if g.CheckRunID == nil {
-			if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID, CheckRunID: run.ID}); err != nil {
-				return fmt.Errorf("record check run: %w", err)
-			}
-		}
-		if err := updateCheckRun(ctx, c, owner, repo, run, u, first); err != nil {
+		run, found, err := createCheckRun(ctx, r, c, owner, repo, opts, row.Attempts > 1)
+		if err != nil {
 			return err
 		}
+		*made = true
+		runID = run.GetID()
+		if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID, CheckRunID: &runID}); err != nil {
+			return fmt.Errorf("record check run: %w", err)
+		}
+		if found {
+			// An earlier try created it, maybe with some of these
+			// annotations, and this update is still to apply.
+			if anns, err = withoutWritten(ctx, r, c, owner, repo, runID, anns); err != nil {
+				return err
+			}
+			if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, u, anns[:min(len(anns), maxAnnotations)]); err != nil {
+				return err
+			}
+			rest = anns[min(len(anns), maxAnnotations):]
+		} else {
+			shown = shownOutput{title: opts.Output.GetTitle(), summary: opts.Output.GetSummary()}
+			if err := s.recordShown(ctx, w, shown); err != nil {
+				return err
+			}
+		}
+	} else if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, u, first); err != nil {
+		return err
 	}
+	*made = true
 	for len(rest) > 0 {
 		chunk := rest[:min(len(rest), maxAnnotations)]
 		rest = rest[len(chunk):]
-		if err := updateCheckRun(ctx, c, owner, repo, run, checkRunUpdate{}, chunk); err != nil {
+		if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, checkRunUpdate{}, chunk); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// shownOutput is what a check run shows: GitHub needs its title and
+// summary with any output.
+type shownOutput struct{ title, summary string }
+
+func (s *Sender) recordShown(ctx context.Context, w dbq.WorkItem, o shownOutput) error {
+	if err := s.q.GitHubItemSetCheckOutput(ctx, s.pool, dbq.GitHubItemSetCheckOutputParams{EntryID: w.ID, Title: o.title, Summary: o.summary}); err != nil {
+		return fmt.Errorf("record check run output: %w", err)
+	}
+	return nil
+}
+
+// createCheckRun creates a check run, looking for it by external ID first
+// when an earlier try's answer may have been lost (retried says an earlier
+// attempt of the row was made); found says it existed.
+func createCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo string, opts gh.CreateCheckRunOptions, retried bool) (*gh.CheckRun, bool, error) {
+	found := false
+	run, err := call(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
+		if lost || retried {
+			if run, err := findCheckRun(ctx, r, c, owner, repo, opts.HeadSHA, opts.GetExternalID()); err != nil || run != nil {
+				found = run != nil
+				return run, nil, err
+			}
+		}
+		return c.Checks.CreateCheckRun(ctx, owner, repo, opts)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("create check run: %w", err)
+	}
+	return run, found, nil
 }
 
 func orDefault(v, def string) string {
@@ -127,21 +173,18 @@ func orDefault(v, def string) string {
 	return v
 }
 
-// updateCheckRun moves run to u's state (if any) and adds anns. GitHub
-// needs a title and summary with any output; an annotations-only update
-// keeps the current ones.
-func updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, run *gh.CheckRun, u checkRunUpdate, anns []*gh.CheckRunAnnotation) error {
+// updateCheckRun moves check run runID to u's state (if any) and adds anns,
+// recording what it then shows in *shown. An annotations-only update keeps
+// the current title and summary. A retry after a lost answer drops the
+// annotations that answer wrote.
+func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, w dbq.WorkItem, runID int64, shown *shownOutput, u checkRunUpdate, anns []*gh.CheckRunAnnotation) error {
 	if u.Status == "" && len(anns) == 0 {
 		return nil
 	}
-	out := run.GetOutput()
+	next := shownOutput{title: orDefault(u.Title, shown.title), summary: orDefault(u.Summary, shown.summary)}
 	opts := gh.UpdateCheckRunOptions{
-		Name: CheckName,
-		Output: &gh.CheckRunOutput{
-			Title:       gh.String(orDefault(u.Title, orDefault(out.GetTitle(), "gitlease"))),
-			Summary:     gh.String(orDefault(u.Summary, orDefault(out.GetSummary(), "gitlease is tracking this work."))),
-			Annotations: anns,
-		},
+		Name:   CheckName,
+		Output: &gh.CheckRunOutput{Title: gh.String(next.title), Summary: gh.String(next.summary)},
 	}
 	if u.Text != "" {
 		opts.Output.Text = gh.String(u.Text)
@@ -152,20 +195,38 @@ func updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, run *
 			opts.Conclusion = gh.String(u.Conclusion)
 		}
 	}
-	updated, _, err := c.Checks.UpdateCheckRun(ctx, owner, repo, run.GetID(), opts)
+	r := s.gh.retries
+	_, err := call(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
+		if lost && len(anns) > 0 {
+			var err error
+			if anns, err = withoutWritten(ctx, r, c, owner, repo, runID, anns); err != nil {
+				return nil, nil, err
+			}
+		}
+		opts.Output.Annotations = anns
+		return c.Checks.UpdateCheckRun(ctx, owner, repo, runID, opts)
+	})
 	if err != nil {
-		return fmt.Errorf("update check run %d: %w", run.GetID(), err)
+		return fmt.Errorf("update check run %d: %w", runID, err)
 	}
-	*run = *updated
+	if next != *shown {
+		*shown = next
+		return s.recordShown(ctx, w, next)
+	}
 	return nil
 }
 
 // findCheckRun finds the item's check run on sha by its external ID, or
 // returns nil when there is none.
-func findCheckRun(ctx context.Context, c *gh.Client, owner, repo, sha, externalID string) (*gh.CheckRun, error) {
+func findCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo, sha, externalID string) (*gh.CheckRun, error) {
 	opts := &gh.ListCheckRunsOptions{CheckName: gh.String(CheckName), Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
-		res, resp, err := c.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
+		var resp *gh.Response
+		res, err := call(ctx, r, func(bool) (*gh.ListCheckRunsResults, *gh.Response, error) {
+			res, rr, err := c.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
+			resp = rr
+			return res, rr, err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list check runs: %w", err)
 		}
@@ -182,11 +243,16 @@ func findCheckRun(ctx context.Context, c *gh.Client, owner, repo, sha, externalI
 }
 
 // withoutWritten drops annotations an earlier attempt already wrote.
-func withoutWritten(ctx context.Context, c *gh.Client, owner, repo string, runID int64, anns []*gh.CheckRunAnnotation) ([]*gh.CheckRunAnnotation, error) {
+func withoutWritten(ctx context.Context, r Retries, c *gh.Client, owner, repo string, runID int64, anns []*gh.CheckRunAnnotation) ([]*gh.CheckRunAnnotation, error) {
 	written := map[string]bool{}
 	opts := &gh.ListOptions{PerPage: 100}
 	for {
-		got, resp, err := c.Checks.ListCheckRunAnnotations(ctx, owner, repo, runID, opts)
+		var resp *gh.Response
+		got, err := call(ctx, r, func(bool) ([]*gh.CheckRunAnnotation, *gh.Response, error) {
+			got, rr, err := c.Checks.ListCheckRunAnnotations(ctx, owner, repo, runID, opts)
+			resp = rr
+			return got, rr, err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list check run annotations: %w", err)
 		}
@@ -216,7 +282,7 @@ func withoutWritten(ctx context.Context, c *gh.Client, owner, repo string, runID
 }
 
 // sendStandalone creates a concluded check run on a commit that is not an
-// item's, unless one with its external ID exists already.
+// item's, once: a retry looks for its external ID before it creates.
 func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox) error {
 	var sc standaloneCheckRun
 	if err := decodePayload(row, &sc); err != nil {
@@ -227,16 +293,11 @@ func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox) error {
 		return &permanentError{err}
 	}
 	owner, repo, _ := strings.Cut(sc.Repository, "/")
-	if run, err := findCheckRun(ctx, c, owner, repo, sc.HeadSHA, sc.ExternalID); err != nil || run != nil {
-		return err
-	}
-	_, _, err = c.Checks.CreateCheckRun(ctx, owner, repo, gh.CreateCheckRunOptions{
+	opts := gh.CreateCheckRunOptions{
 		Name: CheckName, HeadSHA: sc.HeadSHA, ExternalID: gh.String(sc.ExternalID),
 		Status: gh.String("completed"), Conclusion: gh.String(sc.Conclusion),
-		Output: &gh.CheckRunOutput{Title: gh.String(sc.Title), Summary: gh.String(sc.Summary)},
-	})
-	if err != nil {
-		return fmt.Errorf("create check run: %w", err)
+		Output: &gh.CheckRunOutput{Title: gh.String(fitTitle(sc.Title)), Summary: gh.String(fitText(sc.Summary))},
 	}
-	return nil
+	_, _, err = createCheckRun(ctx, s.gh.retries, c, owner, repo, opts, row.Attempts > 1)
+	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -18,7 +20,15 @@ import (
 // a collision, plus a concluded check run on the colliding pull request's
 // head commit (neutral for a subject collision on another commit,
 // action_required for a reservation collision) naming the holder.
+//
+// An installation deleted or suspended, or repositories removed from it,
+// stops the installation's (those repositories') pending outbox rows
+// instead: they are marked failed with the reason.
 func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Result) error {
+	if r.Decision.Kind == webhook.KindCancelInstallation && r.Decision.Installation != nil &&
+		r.Outcome != webhook.OutcomeReplay && r.Outcome != webhook.OutcomeIdempotencyConflict {
+		return o.stopInstallation(ctx, tx, *r.Decision.Installation)
+	}
 	if r.EntryID == "" {
 		return nil
 	}
@@ -138,4 +148,26 @@ func pullRequestOf(w dbq.WorkItem, g dbq.GithubItem) string {
 
 func (o *Outbox) checkRunByID(ctx context.Context, tx pgx.Tx, id uuid.UUID, u checkRunUpdate) error {
 	return o.insert(ctx, tx, "checks/"+id.String(), kindCheckRun, &id, u)
+}
+
+// stopInstallation marks the pending outbox rows of an installation (or of
+// its removed repositories) failed with the scope's reason.
+func (o *Outbox) stopInstallation(ctx context.Context, tx pgx.Tx, sc webhook.InstallationScope) error {
+	ids := make([]string, 0, len(sc.RepositoryIDs)) // never nil: NULL would match nothing
+	for _, id := range sc.RepositoryIDs {
+		ids = append(ids, strconv.FormatInt(id, 10))
+	}
+	names := make([]string, 0, len(sc.Repositories))
+	for _, n := range sc.Repositories {
+		names = append(names, strings.ToLower(n))
+	}
+	n, err := o.q.OutboxFailInstallation(ctx, tx, dbq.OutboxFailInstallationParams{
+		Now: o.now(), Reason: "not sent: " + sc.Reason, InstallationID: strconv.FormatInt(sc.InstallationID, 10),
+		RepositoryIds: ids, RepositoryNames: names,
+	})
+	if err != nil {
+		return fmt.Errorf("stop the outbox rows of installation %d: %w", sc.InstallationID, err)
+	}
+	o.logger.InfoContext(ctx, "outbox rows stopped", "installation_id", sc.InstallationID, "rows", n, "reason", sc.Reason)
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,24 +23,34 @@ type Config struct {
 	APIURL string
 	// Slug, if set, names the App's bot (<slug>[bot]) without asking GET /app.
 	Slug string
-	// Transport carries every GitHub request; http.DefaultTransport when nil.
+	// Transport carries every GitHub request, under the limiter;
+	// http.DefaultTransport when nil.
 	Transport http.RoundTripper
+	// WritesPerSec paces each credential's writes after a burst of 5
+	// (GITLEASE_GITHUB_WRITES_PER_SEC); 0 leaves them unpaced.
+	WritesPerSec float64
+	// Retries retries one call in place after a transient failure.
+	Retries Retries
 }
 
 // Installations creates GitHub clients for the App and its installations:
 // one App JWT transport, and one cached token transport per installation
-// (ghinstallation refreshes each token before it expires). It is safe for
-// concurrent use.
+// (ghinstallation refreshes each token before it expires), all over one
+// Limits, so every call of the process (token refreshes included) keeps
+// its credential's limits. It is safe for concurrent use.
 type Installations struct {
-	apiURL *url.URL
-	apps   *ghinstallation.AppsTransport
+	apiURL  *url.URL
+	apps    *ghinstallation.AppsTransport
+	retries Retries
 
 	mu   sync.Mutex
 	byID map[int64]*ghinstallation.Transport
 	slug string
 }
 
-// NewInstallations validates cfg and returns the client factory.
+// NewInstallations validates cfg and returns the client factory. It
+// returns an error for an API URL that is not a URL, a private key that
+// does not load, or a negative WritesPerSec.
 func NewInstallations(cfg Config) (*Installations, error) {
 	u, err := url.Parse(cfg.APIURL)
 	if err != nil || u.Host == "" {
@@ -50,25 +59,28 @@ func NewInstallations(cfg Config) (*Installations, error) {
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = http.DefaultTransport
+	limits, err := NewLimits(cfg.Transport, cfg.WritesPerSec)
+	if err != nil {
+		return nil, err
 	}
-	tr = retryReads{next: tr}
-	apps, err := ghinstallation.NewAppsTransport(tr, cfg.AppID, cfg.PrivateKey)
+	cfg.Retries.defaults()
+	apps, err := ghinstallation.NewAppsTransport(limits, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("load GitHub App private key: %w", err)
 	}
 	apps.BaseURL = strings.TrimSuffix(u.String(), "/")
-	return &Installations{apiURL: u, apps: apps, byID: map[int64]*ghinstallation.Transport{}, slug: cfg.Slug}, nil
+	return &Installations{apiURL: u, apps: apps, retries: cfg.Retries, byID: map[int64]*ghinstallation.Transport{}, slug: cfg.Slug}, nil
 }
 
-// requestTimeout bounds one GitHub API call, so a claimed outbox row never
-// outlives its claim waiting on a stuck connection.
+// requestTimeout bounds one GitHub API call from the moment the limiter
+// starts it, so a claimed outbox row never outlives its claim waiting on a
+// stuck connection.
 const requestTimeout = 10 * time.Second
 
 func (in *Installations) newClient(rt http.RoundTripper) *gh.Client {
-	c := gh.NewClient(&http.Client{Transport: rt, Timeout: requestTimeout})
+	// No http.Client timeout: it would count the wait for a write's turn.
+	// The limiter bounds each call instead.
+	c := gh.NewClient(&http.Client{Transport: rt})
 	c.BaseURL = in.apiURL
 	return c
 }
@@ -97,7 +109,7 @@ func (in *Installations) Client(installationID int64) (*gh.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return in.newClient(tr), nil
+	return in.newClient(asInstallation{id: installationID, next: tr}), nil
 }
 
 // Token returns a current installation access token, for handing to a
@@ -107,7 +119,7 @@ func (in *Installations) Token(ctx context.Context, installationID int64) (strin
 	if err != nil {
 		return "", err
 	}
-	tok, err := tr.Token(ctx)
+	tok, err := tr.Token(context.WithValue(ctx, installationKey{}, installationID))
 	if err != nil {
 		return "", fmt.Errorf("get installation %d token: %w", installationID, err)
 	}
@@ -121,7 +133,10 @@ func (in *Installations) BotLogin(ctx context.Context) (string, error) {
 	slug := in.slug
 	in.mu.Unlock()
 	if slug == "" {
-		app, _, err := in.AppClient().Apps.Get(ctx, "")
+		app, err := retryCall(ctx, in.retries, func(int, bool) (*gh.App, error) {
+			app, _, err := in.AppClient().Apps.Get(ctx, "")
+			return app, err
+		})
 		if err != nil {
 			return "", fmt.Errorf("read the App's slug (GET /app): %w", err)
 		}
@@ -140,36 +155,12 @@ func (in *Installations) PullRequest(ctx context.Context, installationID int64, 
 	if err != nil {
 		return nil, err
 	}
-	pr, _, err := c.PullRequests.Get(ctx, owner, repo, number)
+	pr, err := retryCall(ctx, in.retries, func(int, bool) (*gh.PullRequest, error) {
+		pr, _, err := c.PullRequests.Get(ctx, owner, repo, number)
+		return pr, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("get pull request %s/%s#%d: %w", owner, repo, number, err)
 	}
 	return pr, nil
-}
-
-// retryReads retries a GitHub read (GET) that failed with a 5xx or no
-// response, twice, after a short jittered pause. Reads are safe to repeat;
-// writes are not retried here (a lost answer may hide an applied write) but
-// by the outbox, whose writes look before they create.
-type retryReads struct{ next http.RoundTripper }
-
-func (t retryReads) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet {
-		return t.next.RoundTrip(r)
-	}
-	for attempt := 0; ; attempt++ {
-		resp, err := t.next.RoundTrip(r)
-		transient := err != nil || resp.StatusCode >= 500
-		if !transient || attempt == 2 || r.Context().Err() != nil {
-			return resp, err
-		}
-		if resp != nil {
-			resp.Body.Close()
-		}
-		select {
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		case <-time.After(100*time.Millisecond + rand.N(100*time.Millisecond)):
-		}
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/webhook"
 )
 
 // Items reads what GitHub holds for work items (their branch, pull request
@@ -24,7 +26,26 @@ type Items struct {
 // NewItems returns an Items reading through pool.
 func NewItems(pool *pgxpool.Pool) *Items { return &Items{pool: pool, q: dbq.New()} }
 
-var _ queue.ViewDecorator = (*Items)(nil)
+var (
+	_ queue.ViewDecorator      = (*Items)(nil)
+	_ webhook.CheckSuiteLookup = (*Items)(nil)
+)
+
+// EntryOnCommit returns the newest entry of repositoryID whose check run
+// sits on headSHA ("" when none), read in tx: the entry of a Re-run of
+// this App's check suite there (webhook.HandlerConfig.CheckSuites).
+func (i *Items) EntryOnCommit(ctx context.Context, tx pgx.Tx, repositoryID int64, headSHA string) (string, error) {
+	id, err := i.q.GitHubItemEntryOnCommit(ctx, tx, dbq.GitHubItemEntryOnCommitParams{
+		RepositoryID: strconv.FormatInt(repositoryID, 10), HeadSha: headSHA,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find the entry with a check run on %s: %w", headSHA, err)
+	}
+	return id.String(), nil
+}
 
 // DecorateView fills in v's Provisioning and CheckRunID, when known, so
 // gitlease/entry/get shows them (queue.Config.Views).

@@ -71,6 +71,7 @@ type Outbox struct {
 	q      *dbq.Queries
 	now    func() time.Time
 	logger *slog.Logger
+	signal func() // after the commit of a transaction that wrote rows
 }
 
 // NewOutbox returns an Outbox; now is the clock rows are stamped with.
@@ -81,7 +82,21 @@ func NewOutbox(now func() time.Time, logger *slog.Logger) *Outbox {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Outbox{q: dbq.New(), now: now, logger: logger}
+	return &Outbox{q: dbq.New(), now: now, logger: logger, signal: func() {}}
+}
+
+// OutboxChannel is the Postgres channel senders listen on: a NOTIFY on it,
+// sent after the commit of a transaction that wrote outbox rows, wakes the
+// senders of every process at once rather than at their next poll.
+const OutboxChannel = "gitlease_outbox"
+
+// SignalWith makes the outbox call signal after the commit of each
+// Store.InTx transaction that wrote rows (queue.AfterCommit): pass a
+// service.Notifier on OutboxChannel's Signal. Call it before the outbox is
+// used; it returns o.
+func (o *Outbox) SignalWith(signal func()) *Outbox {
+	o.signal = signal
+	return o
 }
 
 var (
@@ -107,6 +122,7 @@ func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry
 	if err != nil {
 		return fmt.Errorf("write outbox %s: %w", kind, err)
 	}
+	queue.AfterCommit(ctx, o.signal)
 	return nil
 }
 

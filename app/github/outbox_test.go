@@ -209,7 +209,8 @@ func TestGitHubFailuresChangeNothingButTime(t *testing.T) {
 				gh.LoseResponses(k, 1)
 			}
 		},
-		"secondary rate limit": func(gh *githubtest.Server) { gh.SecondaryRateLimit(githubtest.AnyKind, 2, 0) },
+		// Without Retry-After the wait is a minute (limits_test.go covers it).
+		"secondary rate limit": func(gh *githubtest.Server) { gh.SecondaryRateLimit(githubtest.AnyKind, 2, 1) },
 		"primary rate limit":   func(gh *githubtest.Server) { gh.PrimaryRateLimit(2, time.Second) },
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	gh "github.com/google/go-github/v66/github"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gitlease/gitlease/db/dbq"
@@ -33,71 +34,157 @@ type Provisioned struct {
 	PullRequestURL    string
 }
 
-// Provisioner creates an issue item's branch and draft pull request.
-type Provisioner struct{}
+// Provisioner creates an issue item's branch and draft pull request, one
+// step at a time, each retried in place after a transient failure and
+// recorded once done (Progress), so a later attempt resumes at the first
+// step not yet done.
+type Provisioner struct {
+	Retries Retries
+	// Progress records what a step created; nil records nothing.
+	Progress Progress
+}
+
+// Progress records provisioning steps as they get through.
+type Progress interface {
+	// StartCommit records the initial commit, created before its branch.
+	StartCommit(ctx context.Context, sha string) error
+	// Branch records that the head branch exists at sha.
+	Branch(ctx context.Context, sha string) error
+}
+
+// Resume is what earlier attempts recorded: the initial commit and the
+// branch head, when they exist.
+type Resume struct {
+	StartCommitSHA string
+	BranchSHA      string
+}
+
+type noProgress struct{}
+
+func (noProgress) StartCommit(context.Context, string) error { return nil }
+func (noProgress) Branch(context.Context, string) error      { return nil }
 
 // Provision makes sure spec's head branch and pull request exist, creating
 // what is absent: the branch from the base branch's head with one initial
 // empty commit, then a draft pull request (a ready one where the repository
 // does not allow drafts) whose body closes the issue and carries a hidden
-// marker. It never moves a ref that exists, so a retry, a recovery or a
-// later generation reuses what the first one made.
-func (Provisioner) Provision(ctx context.Context, c *gh.Client, spec ProvisionSpec) (Provisioned, error) {
-	sha, err := ensureBranch(ctx, c, spec)
-	if err != nil {
-		return Provisioned{}, err
+// marker. It creates first and looks up only when GitHub answers that the
+// branch or pull request exists, or after an answer that may have been
+// lost, so a clean run costs five calls (base ref, base commit, commit,
+// branch, pull request). It never moves a ref that exists, so a retry, a
+// recovery or a later generation reuses what the first one made. Errors
+// are GitHub's (a *permanentError when the base branch does not exist) or
+// Progress's.
+func (p Provisioner) Provision(ctx context.Context, c *gh.Client, spec ProvisionSpec, from Resume) (Provisioned, error) {
+	if p.Progress == nil {
+		p.Progress = noProgress{}
 	}
-	pr, err := ensurePullRequest(ctx, c, spec)
+	sha := from.BranchSHA
+	if sha == "" {
+		var err error
+		if sha, err = p.ensureBranch(ctx, c, spec, from.StartCommitSHA); err != nil {
+			return Provisioned{}, err
+		}
+	}
+	pr, err := p.ensurePullRequest(ctx, c, spec)
 	if err != nil {
 		return Provisioned{}, err
 	}
 	return Provisioned{HeadSHA: sha, PullRequestNumber: pr.GetNumber(), PullRequestURL: pr.GetHTMLURL()}, nil
 }
 
-func ensureBranch(ctx context.Context, c *gh.Client, spec ProvisionSpec) (string, error) {
-	ref, _, err := c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.HeadBranch)
-	if err == nil {
-		return ref.GetObject().GetSHA(), nil
+// call runs one GitHub call with in-place retries.
+func call[T any](ctx context.Context, r Retries, f func(lost bool) (T, *gh.Response, error)) (T, error) {
+	return retryCall(ctx, r, func(_ int, lost bool) (T, error) {
+		v, _, err := f(lost)
+		return v, err
+	})
+}
+
+// getBranch returns the SHA the head branch points at, "" when it does
+// not exist.
+func (p Provisioner) getBranch(ctx context.Context, c *gh.Client, spec ProvisionSpec) (string, error) {
+	ref, err := call(ctx, p.Retries, func(bool) (*gh.Reference, *gh.Response, error) {
+		return c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.HeadBranch)
+	})
+	if isStatus(err, http.StatusNotFound) {
+		return "", nil
 	}
-	if !isStatus(err, http.StatusNotFound) {
+	if err != nil {
 		return "", fmt.Errorf("look up branch %s: %w", spec.HeadBranch, err)
 	}
-	base, _, err := c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.BaseBranch)
-	if err != nil {
-		if isStatus(err, http.StatusNotFound) {
-			return "", &permanentError{fmt.Errorf("base branch %s does not exist", spec.BaseBranch)}
+	return ref.GetObject().GetSHA(), nil
+}
+
+func (p Provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec ProvisionSpec, commitSHA string) (string, error) {
+	if commitSHA == "" {
+		var err error
+		if commitSHA, err = p.startCommit(ctx, c, spec); err != nil {
+			return "", err
 		}
+		if err := p.Progress.StartCommit(ctx, commitSHA); err != nil {
+			return "", err
+		}
+	}
+	created, err := call(ctx, p.Retries, func(lost bool) (*gh.Reference, *gh.Response, error) {
+		if lost { // an earlier try may have created it: use it as it is
+			if sha, err := p.getBranch(ctx, c, spec); err != nil || sha != "" {
+				return &gh.Reference{Object: &gh.GitObject{SHA: gh.String(sha)}}, nil, err
+			}
+		}
+		return c.Git.CreateRef(ctx, spec.Owner, spec.Repo, &gh.Reference{
+			Ref: gh.String("refs/heads/" + spec.HeadBranch), Object: &gh.GitObject{SHA: gh.String(commitSHA)},
+		})
+	})
+	sha := created.GetObject().GetSHA()
+	if isStatus(err, http.StatusUnprocessableEntity) {
+		// It exists (an earlier generation's, or one whose answer was
+		// lost): use it as it is, never move it.
+		if sha, err = p.getBranch(ctx, c, spec); err == nil && sha == "" {
+			err = fmt.Errorf("branch %s: GitHub said it exists, then that it does not", spec.HeadBranch)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("create branch %s: %w", spec.HeadBranch, err)
+	}
+	if err := p.Progress.Branch(ctx, sha); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+// startCommit creates the branch's initial empty commit on the base
+// branch's head: the base's tree, the base as parent.
+func (p Provisioner) startCommit(ctx context.Context, c *gh.Client, spec ProvisionSpec) (string, error) {
+	base, err := call(ctx, p.Retries, func(bool) (*gh.Reference, *gh.Response, error) {
+		return c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.BaseBranch)
+	})
+	if isStatus(err, http.StatusNotFound) {
+		return "", &permanentError{fmt.Errorf("base branch %s does not exist", spec.BaseBranch)}
+	}
+	if err != nil {
 		return "", fmt.Errorf("look up base branch %s: %w", spec.BaseBranch, err)
 	}
 	baseSHA := base.GetObject().GetSHA()
-	baseCommit, _, err := c.Git.GetCommit(ctx, spec.Owner, spec.Repo, baseSHA)
+	baseCommit, err := call(ctx, p.Retries, func(bool) (*gh.Commit, *gh.Response, error) {
+		return c.Git.GetCommit(ctx, spec.Owner, spec.Repo, baseSHA)
+	})
 	if err != nil {
 		return "", fmt.Errorf("read base commit: %w", err)
 	}
-	// An empty commit: the base's tree, the base as parent.
-	commit, _, err := c.Git.CreateCommit(ctx, spec.Owner, spec.Repo, &gh.Commit{
-		Message: gh.String(fmt.Sprintf("gitlease: start work on #%d\n\n%s", spec.IssueNumber, spec.Title)),
-		Tree:    &gh.Tree{SHA: baseCommit.GetTree().SHA},
-		Parents: []*gh.Commit{{SHA: gh.String(baseSHA)}},
-	}, nil)
+	// A commit whose answer was lost is made again: the first stays an
+	// unreferenced object, which GitHub collects.
+	commit, err := call(ctx, p.Retries, func(bool) (*gh.Commit, *gh.Response, error) {
+		return c.Git.CreateCommit(ctx, spec.Owner, spec.Repo, &gh.Commit{
+			Message: gh.String(fmt.Sprintf("gitlease: start work on #%d\n\n%s", spec.IssueNumber, spec.Title)),
+			Tree:    &gh.Tree{SHA: baseCommit.GetTree().SHA},
+			Parents: []*gh.Commit{{SHA: gh.String(baseSHA)}},
+		}, nil)
+	})
 	if err != nil {
 		return "", fmt.Errorf("create initial commit: %w", err)
 	}
-	created, _, err := c.Git.CreateRef(ctx, spec.Owner, spec.Repo, &gh.Reference{
-		Ref: gh.String("refs/heads/" + spec.HeadBranch), Object: &gh.GitObject{SHA: commit.SHA},
-	})
-	if err == nil {
-		return created.GetObject().GetSHA(), nil
-	}
-	if !isStatus(err, http.StatusUnprocessableEntity) {
-		return "", fmt.Errorf("create branch %s: %w", spec.HeadBranch, err)
-	}
-	// Someone (an earlier attempt whose answer was lost) created it: use it as it is.
-	ref, _, err = c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.HeadBranch)
-	if err != nil {
-		return "", fmt.Errorf("look up branch %s after it existed: %w", spec.HeadBranch, err)
-	}
-	return ref.GetObject().GetSHA(), nil
+	return commit.GetSHA(), nil
 }
 
 // marker is the hidden comment that ties a pull request to its item.
@@ -106,10 +193,7 @@ func marker(spec ProvisionSpec) string {
 	return "<!-- gitlease " + string(b) + " -->"
 }
 
-func ensurePullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
-	if pr, err := findPullRequest(ctx, c, spec); pr != nil || err != nil {
-		return pr, err
-	}
+func (p Provisioner) ensurePullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
 	body := fmt.Sprintf("Closes #%d\n\ngitlease opened this draft pull request for generation %d of %s.\n\n%s",
 		spec.IssueNumber, spec.Generation, spec.QualifiedID, marker(spec))
 	np := &gh.NewPullRequest{
@@ -117,16 +201,24 @@ func ensurePullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*
 		Head:  gh.String(spec.HeadBranch), Base: gh.String(spec.BaseBranch),
 		Body: gh.String(body), Draft: gh.Bool(true),
 	}
-	pr, _, err := c.PullRequests.Create(ctx, spec.Owner, spec.Repo, np)
+	create := func(lost bool) (*gh.PullRequest, *gh.Response, error) {
+		if lost {
+			if pr, err := p.findPullRequest(ctx, c, spec); pr != nil || err != nil {
+				return pr, nil, err
+			}
+		}
+		return c.PullRequests.Create(ctx, spec.Owner, spec.Repo, np)
+	}
+	pr, err := call(ctx, p.Retries, create)
 	if err != nil && isStatus(err, http.StatusUnprocessableEntity) && strings.Contains(strings.ToLower(errText(err)), "draft") {
 		np.Draft = gh.Bool(false) // the repository does not allow drafts
-		pr, _, err = c.PullRequests.Create(ctx, spec.Owner, spec.Repo, np)
+		pr, err = call(ctx, p.Retries, create)
 	}
 	if err == nil {
 		return pr, nil
 	}
 	if isStatus(err, http.StatusUnprocessableEntity) {
-		if pr, ferr := findPullRequest(ctx, c, spec); pr != nil || ferr != nil {
+		if pr, ferr := p.findPullRequest(ctx, c, spec); pr != nil || ferr != nil {
 			return pr, ferr
 		}
 	}
@@ -148,9 +240,11 @@ func errText(err error) string {
 }
 
 // findPullRequest finds an open pull request from the head branch to the base.
-func findPullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
-	prs, _, err := c.PullRequests.List(ctx, spec.Owner, spec.Repo, &gh.PullRequestListOptions{
-		State: "open", Head: spec.Owner + ":" + spec.HeadBranch, Base: spec.BaseBranch,
+func (p Provisioner) findPullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
+	prs, err := call(ctx, p.Retries, func(bool) ([]*gh.PullRequest, *gh.Response, error) {
+		return c.PullRequests.List(ctx, spec.Owner, spec.Repo, &gh.PullRequestListOptions{
+			State: "open", Head: spec.Owner + ":" + spec.HeadBranch, Base: spec.BaseBranch,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list pull requests: %w", err)
@@ -164,7 +258,7 @@ func findPullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh
 // provision performs a provision row: only while the lease that asked is
 // still the item's current lease, and it records the result only for that
 // lease generation (a stale lease's result is discarded).
-func (s *Sender) provision(ctx context.Context, row dbq.Outbox) error {
+func (s *Sender) provision(ctx context.Context, row dbq.Outbox, made *bool) error {
 	var req provisionRequest
 	if err := decodePayload(row, &req); err != nil {
 		return err
@@ -175,7 +269,7 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox) error {
 	}
 	w, m, c := t.w, t.m, t.c
 	if w.Status != "assigned" || w.LeaseGeneration != req.LeaseGeneration || t.g.Branch != nil {
-		return nil // superseded: a newer lease asks again if it needs to
+		return nil // superseded or done: a newer lease asks again if it needs to
 	}
 	if w.BaseRef == nil || w.HeadRef == nil {
 		return &permanentError{errors.New("issue item has no reservation")}
@@ -193,7 +287,9 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox) error {
 		IssueNumber: m.Number, Title: d.Subject.Title, QualifiedID: deref(w.CanonicalID),
 		Generation: uint64(derefInt(w.SubjectGeneration)), EntryID: w.ID.String(),
 	}
-	got, err := Provisioner{}.Provision(ctx, c, spec)
+	prog := &itemProgress{s: s, entry: w.ID, made: made}
+	got, err := Provisioner{Retries: s.gh.retries, Progress: prog}.Provision(ctx, c, spec,
+		Resume{StartCommitSHA: deref(t.g.StartCommitSha), BranchSHA: deref(t.g.BranchSha)})
 	if err != nil {
 		return err
 	}
@@ -207,6 +303,29 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox) error {
 	}
 	if err != nil {
 		return fmt.Errorf("record provisioning: %w", err)
+	}
+	return nil
+}
+
+// itemProgress records an item's provisioning steps in github_items.
+type itemProgress struct {
+	s     *Sender
+	entry uuid.UUID
+	made  *bool // set once a step got through
+}
+
+func (p *itemProgress) StartCommit(ctx context.Context, sha string) error {
+	*p.made = true
+	if err := p.s.q.GitHubItemRecordStartCommit(ctx, p.s.pool, dbq.GitHubItemRecordStartCommitParams{EntryID: p.entry, Sha: sha}); err != nil {
+		return fmt.Errorf("record the initial commit: %w", err)
+	}
+	return nil
+}
+
+func (p *itemProgress) Branch(ctx context.Context, sha string) error {
+	*p.made = true
+	if err := p.s.q.GitHubItemRecordBranchSHA(ctx, p.s.pool, dbq.GitHubItemRecordBranchSHAParams{EntryID: p.entry, Sha: sha}); err != nil {
+		return fmt.Errorf("record the branch: %w", err)
 	}
 	return nil
 }

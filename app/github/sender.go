@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/webhook"
 
+	"github.com/cenkalti/backoff/v5"
 	gh "github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -23,10 +23,13 @@ import (
 // SenderConfig configures the outbox Sender. Zero fields take defaults.
 type SenderConfig struct {
 	Batch      int           // rows claimed per round; 10
-	Poll       time.Duration // wait between rounds when idle; 1s
+	Poll       time.Duration // longest wait between rounds when idle (NOTIFY and due rows wake it sooner); 1s
 	LockFor    time.Duration // how long a claim keeps other senders off a row; 1m
 	MaxBackoff time.Duration // longest wait between retries of a failed write; 30s
-	Now        func() time.Time
+	// PublicURL (GITLEASE_PUBLIC_URL), if set, makes each item's check run
+	// link to its dashboard page, <PublicURL>/ui/items/<entry_id>.
+	PublicURL string
+	Now       func() time.Time
 }
 
 func (c *SenderConfig) defaults() {
@@ -37,8 +40,9 @@ func (c *SenderConfig) defaults() {
 		c.Poll = time.Second
 	}
 	if c.LockFor <= 0 {
-		// Longer than one row's GitHub calls (each bounded by requestTimeout)
-		// take, short enough that a killed sender's claims free up soon.
+		// A row's work is cut off at three quarters of it (its calls, their
+		// in-place retries and waits for a write's turn); short enough that
+		// a killed sender's claims free up soon.
 		c.LockFor = time.Minute
 	}
 	if c.MaxBackoff <= 0 {
@@ -60,6 +64,7 @@ type Sender struct {
 	gh     *Installations
 	cfg    SenderConfig
 	logger *slog.Logger
+	wake   chan struct{}
 
 	service.Service
 }
@@ -70,12 +75,35 @@ func NewSender(pool *pgxpool.Pool, gh *Installations, cfg SenderConfig, logger *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sender{pool: pool, q: dbq.New(), gh: gh, cfg: cfg, logger: logger}
+	return &Sender{pool: pool, q: dbq.New(), gh: gh, cfg: cfg, logger: logger, wake: make(chan struct{}, 1)}
 }
 
-// Start runs the sender in the background until Stop or ctx ends.
+// Start runs the sender in the background until Stop or ctx ends. It
+// listens on OutboxChannel, so rows committed by any process wake it at
+// once; without the LISTEN connection it polls (and retries listening).
 func (s *Sender) Start(ctx context.Context) error {
-	return s.Service.Start(ctx, s.loop)
+	return s.Service.Start(ctx, func(ctx context.Context) {
+		l := &service.Listener{Pool: s.pool, Channel: OutboxChannel, Wake: s.poke, Logger: s.logger}
+		conn, err := l.Connect(ctx)
+		if err != nil {
+			s.logger.WarnContext(ctx, "cannot listen for outbox rows yet; polling meanwhile", "err", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.Run(ctx, conn)
+		}()
+		s.loop(ctx)
+		<-done
+	})
+}
+
+// poke wakes the loop; it never blocks.
+func (s *Sender) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Sender) loop(ctx context.Context) {
@@ -84,14 +112,27 @@ func (s *Sender) loop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "outbox round failed", "err", err)
 		}
-		if n == s.cfg.Batch {
-			continue // more may be due right away
+		if n > 0 {
+			// More may be due right away: the rest of a batch, or a
+			// check run whose branch this round provisioned.
+			continue
 		}
+		wait := s.cfg.Poll
+		now := s.cfg.Now()
+		// No row given back for later: err is NULL's scan error, and the
+		// poll (or a NOTIFY) wakes it.
+		if next, err := s.q.OutboxNextRetry(ctx, s.pool, now); err == nil {
+			wait = min(wait, max(next.Sub(now), time.Millisecond))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(s.cfg.Poll):
+		case <-s.wake:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
@@ -110,7 +151,13 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.settle(ctx, row, s.process(ctx, row))
+			// The row's work ends well before its claim does, so no other
+			// sender ever takes it up while this one still writes.
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.LockFor*3/4)
+			defer cancel()
+			var made bool
+			err := s.process(rctx, row, &made)
+			s.settle(ctx, row, made, err)
 		}()
 	}
 	wg.Wait()
@@ -123,20 +170,22 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-func (s *Sender) process(ctx context.Context, row dbq.Outbox) error {
+// process performs one row, setting *made once one of its steps got
+// through (so its backoff starts over if a later step fails).
+func (s *Sender) process(ctx context.Context, row dbq.Outbox, made *bool) error {
 	switch row.Kind {
 	case kindCheckRun:
-		return s.sendCheckRun(ctx, row)
+		return s.sendCheckRun(ctx, row, made)
 	case kindProvision:
-		return s.provision(ctx, row)
+		return s.provision(ctx, row, made)
 	case kindStandalone:
 		return s.sendStandalone(ctx, row)
 	}
 	return &permanentError{fmt.Errorf("unknown outbox kind %q", row.Kind)}
 }
 
-// settle records the outcome of one row.
-func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
+// settle records the outcome of one row; made says a step got through.
+func (s *Sender) settle(ctx context.Context, row dbq.Outbox, made bool, err error) {
 	now := s.cfg.Now()
 	log := s.logger.With("outbox_id", row.ID, "kind", row.Kind, "attempt", row.Attempts)
 	if row.EntryID != nil {
@@ -148,9 +197,12 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
 	var dbErr error
 	if err == nil {
 		dbErr = s.q.OutboxDone(sctx, s.pool, dbq.OutboxDoneParams{ID: row.ID, Now: now})
-	} else if retryAt, permanent := s.retryAt(row, err, now); permanent {
+	} else if retryAt, permanent := s.retryAt(row, made, err, now); permanent {
 		log.ErrorContext(ctx, "GitHub write failed permanently", "err", err)
 		dbErr = s.q.OutboxFail(sctx, s.pool, dbq.OutboxFailParams{ID: row.ID, Now: now, LastError: ptr(err.Error())})
+	} else if made {
+		log.WarnContext(ctx, "GitHub write will be resumed", "err", err, "retry_at", retryAt)
+		dbErr = s.q.OutboxRetryAfterProgress(sctx, s.pool, dbq.OutboxRetryAfterProgressParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error())})
 	} else {
 		log.WarnContext(ctx, "GitHub write will be retried", "err", err, "retry_at", retryAt)
 		dbErr = s.q.OutboxRetry(sctx, s.pool, dbq.OutboxRetryParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error())})
@@ -161,9 +213,13 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, err error) {
 }
 
 // retryAt decides when a failed write is tried again, or that it never is.
-func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, bool) {
+// A rate limit holds it until the limit lifts; anything else transient
+// backs off, exponentially from 250 ms with jitter and capped, counting the
+// attempts since the row last made progress (none when made).
+func (s *Sender) retryAt(row dbq.Outbox, made bool, err error, now time.Time) (time.Time, bool) {
 	var (
 		perm     *permanentError
+		limited  *LimitedError
 		rate     *gh.RateLimitError
 		abuse    *gh.AbuseRateLimitError
 		response *gh.ErrorResponse
@@ -171,26 +227,41 @@ func (s *Sender) retryAt(row dbq.Outbox, err error, now time.Time) (time.Time, b
 	switch {
 	case errors.As(err, &perm):
 		return time.Time{}, true
+	case errors.As(err, &limited):
+		return limited.Until, false
 	case errors.As(err, &rate):
-		return rate.Rate.Reset.Time.Add(time.Second), false
+		return rate.Rate.Reset.Time.Add(resetMargin), false
 	case errors.As(err, &abuse):
 		if abuse.RetryAfter != nil {
 			return now.Add(*abuse.RetryAfter), false
 		}
-		return now.Add(time.Minute), false
+		return now.Add(secondaryDefault), false
 	case errors.As(err, &response) && response.Response != nil:
 		code := response.Response.StatusCode
 		if code < 500 && code != http.StatusTooManyRequests && code != http.StatusUnauthorized {
 			return time.Time{}, true // GitHub will reject it again
 		}
 	}
-	// Exponential backoff from 250 ms, capped, with jitter on the upper half.
 	// The cap stays low because a write makes several calls and each retry
 	// resumes from what exists: under a steady share of failures a row must
 	// keep trying, not drift minutes apart.
-	backoff := (250 * time.Millisecond) << min(max(row.Attempts-1, 0), 16)
-	backoff = min(backoff, s.cfg.MaxBackoff)
-	return now.Add(backoff/2 + rand.N(backoff/2+1)), false
+	since := 1
+	if !made {
+		since = max(int(row.Attempts-row.ProgressAttempts), 1)
+	}
+	return now.Add(rowBackoff(since, s.cfg.MaxBackoff)), false
+}
+
+// rowBackoff is the pause before a row's nth retry since its last progress.
+func rowBackoff(n int, maxBackoff time.Duration) time.Duration {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: 250 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: maxBackoff,
+	}
+	var d time.Duration
+	for range min(n, 32) {
+		d = b.NextBackOff()
+	}
+	return min(d, maxBackoff)
 }
 
 func ptr[T any](v T) *T { return &v }

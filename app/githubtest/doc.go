@@ -49,6 +49,14 @@
 // or, with LoseResponses, after their effect (the response is lost), so tests
 // can exercise retries, rate-limit handling and create-if-absent idempotency.
 //
+// Rate-limit scopes (ratescope.go): every rate limit the fake answers (a
+// primary limit until its x-ratelimit-reset, a secondary one for its
+// Retry-After, or a minute without one) opens a scope on that credential (an
+// installation's token, or the App JWT) across all routes. A call of that
+// credential that arrives while the scope holds is a violation, as GitHub
+// escalates such calls to a ban; calls that arrive within InFlightGrace of
+// the answer were already in flight and are excused. EarlyCalls counts them.
+//
 // Everything a test may want to assert is available as snapshots: Requests,
 // Count, Refs, Branch, Commits, PullRequests, CheckRuns, Violations. All
 // methods of Server are safe for concurrent use, and the package has no

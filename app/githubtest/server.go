@@ -180,6 +180,7 @@ type Server struct {
 	violations    []Violation
 	faults        faults
 	rate          map[string]*rateBucket
+	scopes        rateScopes // ratescope.go
 	reqSeq        int64
 	hooks         hookLog // the App webhook and its delivery log (hooks.go)
 }
@@ -408,6 +409,7 @@ func (c *call) invalid(probs ...string) response {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
+	arrived := time.Now()
 	if s.cfg.latency > 0 {
 		time.Sleep(s.cfg.latency)
 	}
@@ -426,6 +428,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
 	s.reqSeq++
 	reqID := fmt.Sprintf("F4KE:%04X:%06X", s.reqSeq>>16, s.reqSeq)
 	res, fault, identity := s.process(c, kind)
+	s.checkScope(c, identity, arrived)
+	s.recordScope(identity, fault, res, time.Now())
 	s.counts[kind]++
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "application/json; charset=utf-8")

@@ -29,7 +29,7 @@ import (
 
 // provisionPoll is how often a job asks whether its issue item's branch and
 // pull request exist yet.
-const provisionPoll = time.Second
+const provisionPoll = 200 * time.Millisecond
 
 // finishTimeout bounds the queue calls that finish a job (complete or
 // release) in all, so a shutdown cannot hang on an unreachable queue.

@@ -12,18 +12,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
-
-	"github.com/gitlease/gitlease/app/service"
-	"github.com/gitlease/gitlease/queue/rpc"
-
-	"github.com/gitlease/gitlease/app/github"
-
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/queue/rpc"
 )
 
 // BuiltinOwnerPrefix starts the owner ID of every built-in worker
@@ -240,9 +236,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.started = true
 	w.base = context.WithoutCancel(ctx)
 	var conn *pgx.Conn
+	l := w.listener()
 	if w.pool != nil {
 		var err error
-		if conn, err = w.listen(ctx); err != nil {
+		if conn, err = l.Connect(ctx); err != nil {
 			w.logger.WarnContext(ctx, "cannot listen for new work yet; polling meanwhile", "err", err)
 		}
 	}
@@ -251,7 +248,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		go func() {
 			defer close(listenDone)
 			if w.pool != nil {
-				w.listenLoop(ctx, conn)
+				l.Run(ctx, conn)
 			}
 		}()
 		w.leaseLoop(ctx)
@@ -400,64 +397,7 @@ func (w *Worker) run(fe queue.FencedEntry) {
 	newJob(w, fe).run()
 }
 
-// listen opens a connection of its own (not the pool's: it stays busy
-// waiting) and LISTENs on NotifyChannel.
-func (w *Worker) listen(ctx context.Context) (*pgx.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return nil, fmt.Errorf("connect for LISTEN: %w", err)
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		closeConn(conn)
-		return nil, fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
-	}
-	return conn, nil
-}
-
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
-
-// listenLoop wakes the lease loop on every notification until ctx ends,
-// reconnecting with backoff when the connection fails.
-func (w *Worker) listenLoop(ctx context.Context, conn *pgx.Conn) {
-	retry := &backoff.ExponentialBackOff{InitialInterval: time.Second, RandomizationFactor: 0.2,
-		Multiplier: 2, MaxInterval: 30 * time.Second}
-	retry.Reset()
-	wait := retry.NextBackOff()
-	for {
-		if conn == nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			var err error
-			if conn, err = w.listen(ctx); err != nil {
-				wait = retry.NextBackOff()
-				if ctx.Err() == nil {
-					w.logger.WarnContext(ctx, "cannot listen for new work; polling meanwhile", "err", err, "retry_in", wait.String())
-				}
-				continue
-			}
-			retry.Reset()
-			wait = retry.NextBackOff()
-			w.poke() // notifications may have been missed while disconnected
-		}
-		_, err := conn.WaitForNotification(ctx)
-		if err == nil {
-			w.poke()
-			continue
-		}
-		closeConn(conn)
-		conn = nil
-		if ctx.Err() != nil {
-			return
-		}
-		w.logger.WarnContext(ctx, "lost the LISTEN connection; reconnecting", "err", err)
-	}
+// listener wakes the lease loop on every NOTIFY gitlease_work.
+func (w *Worker) listener() *service.Listener {
+	return &service.Listener{Pool: w.pool, Channel: NotifyChannel, Wake: w.poke, Logger: w.logger}
 }

@@ -61,6 +61,9 @@ type config struct {
 	MaxInflightBody int64
 	// HTTP bounds the HTTP server (SPEC §5); not a setting, tests shorten it.
 	HTTP httpBounds
+	// GitHubWritesPerSec paces each GitHub credential's writes after a
+	// burst of 5; 0 leaves them unpaced.
+	GitHubWritesPerSec float64
 	// DeliveryRetention is how long webhook delivery records are kept.
 	DeliveryRetention time.Duration
 	// RedeliverInterval is the time between redelivery scans (0: none);
@@ -93,6 +96,7 @@ var settings = []setting{
 	{env: "GITLEASE_LEASE_TTL", flag: "lease-ttl", def: "30m", help: "lease time-to-live (Go duration)"},
 	{env: "GITLEASE_TRIGGER_LABEL", flag: "trigger-label", help: "if set, only issues/PRs carrying this label are enqueued"},
 	{env: "GITLEASE_BRANCH_PREFIX", flag: "branch-prefix", def: "gitlease/", help: "prefix for branches gitlease creates"},
+	{env: "GITLEASE_GITHUB_WRITES_PER_SEC", flag: "github-writes-per-sec", def: "1", help: "GitHub writes per second per credential after a burst of 5 (0 = unpaced)"},
 	{env: "GITLEASE_WORKER_SLOTS", flag: "worker-slots", def: "5", help: "built-in worker slots (0 disables it; 1..5)"},
 	{env: "GITLEASE_WORKER_EXEC", flag: "worker-exec", help: "shell command (sh -c) the built-in worker runs per leased item"},
 	{env: "GITLEASE_WORKER_USER", flag: "worker-user", help: "OS user worker commands run as (serve running as root)"},
@@ -195,6 +199,9 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	c.TriggerLabel = get("GITLEASE_TRIGGER_LABEL")
 	c.BranchPrefix = get("GITLEASE_BRANCH_PREFIX")
+	if c.GitHubWritesPerSec, err = strconv.ParseFloat(get("GITLEASE_GITHUB_WRITES_PER_SEC"), 64); err != nil || c.GitHubWritesPerSec < 0 || c.GitHubWritesPerSec > 1000 {
+		return c, &configError{Setting: "GITLEASE_GITHUB_WRITES_PER_SEC", Problem: fmt.Sprintf("%q is not a number from 0 to 1000", get("GITLEASE_GITHUB_WRITES_PER_SEC"))}
+	}
 	if c.WorkerSlots, err = strconv.Atoi(get("GITLEASE_WORKER_SLOTS")); err != nil || c.WorkerSlots < 0 || c.WorkerSlots > 5 {
 		return c, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: fmt.Sprintf("%q is not a number from 0 to 5", get("GITLEASE_WORKER_SLOTS"))}
 	}

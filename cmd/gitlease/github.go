@@ -31,7 +31,8 @@ func githubFromConfig(cfg config, transport http.RoundTripper, logger *slog.Logg
 	case len(key) == 0:
 		return nil, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: "required with GITHUB_APP_ID (or set GITHUB_PRIVATE_KEY_FILE)"}
 	}
-	gh, err := github.NewInstallations(github.Config{AppID: cfg.AppID, PrivateKey: key, APIURL: cfg.APIURL, Slug: cfg.AppSlug, Transport: transport})
+	gh, err := github.NewInstallations(github.Config{AppID: cfg.AppID, PrivateKey: key, APIURL: cfg.APIURL, Slug: cfg.AppSlug, Transport: transport,
+		WritesPerSec: cfg.GitHubWritesPerSec})
 	if err != nil {
 		return nil, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: err.Error()}
 	}

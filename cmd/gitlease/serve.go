@@ -121,16 +121,22 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err != nil {
 		return err
 	}
-	outbox := github.NewOutbox(nil, logger)
 	notifier := worker.NewNotifier(pool, logger)
 	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	defer notifier.Stop()
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: github.NewItems(pool)})
+	outboxNotifier := service.NewNotifier(pool, github.OutboxChannel, logger) // wakes every instance's sender
+	if err := outboxNotifier.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer outboxNotifier.Stop()
+	outbox := github.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
+	items := github.NewItems(pool)
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
-		sender := github.NewSender(pool, gh, github.SenderConfig{}, logger)
+		sender := github.NewSender(pool, gh, github.SenderConfig{PublicURL: cfg.PublicURL}, logger)
 		if err := sender.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
@@ -154,7 +160,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err := registerDashboard(srv.Echo(), cfg, pool, store, outbox, rec, logger); err != nil {
 		return err
 	}
-	intake, err := newIntake(ctx, cfg, store, gh, outbox, metrics.Delivery, logger)
+	intake, err := newIntake(ctx, cfg, store, gh, outbox, items, metrics.Delivery, logger)
 	if err != nil {
 		return err
 	}
@@ -225,7 +231,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, items *github.Items, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -247,12 +253,12 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 		bot = github.NewBotAccount(gh, 0)
 	}
 	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix,
-		BotLogin: botLogin, Bot: bot})
+		BotLogin: botLogin, Bot: bot, AppID: cfg.AppID})
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
 	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer, OnOutcome: outbox.DeliveryFeedback,
-		MaxInflightBody: cfg.MaxInflightBody}), nil
+		MaxInflightBody: cfg.MaxInflightBody, CheckSuites: items}), nil
 }
 
 func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {

@@ -50,7 +50,8 @@ func TestTwoServeProcessesShareOneDatabase(t *testing.T) {
 	bin := buildGitlease(t)
 	env := append(devTestEnv(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec",
 		"GITHUB_APP_ID="+fmt.Sprint(gh.AppID), "GITHUB_PRIVATE_KEY="+string(gh.PrivateKeyPEM), "GITHUB_API_URL="+gh.URL(),
-		"GITLEASE_WORKER_SLOTS=5", "GITLEASE_WORKER_EXEC=true")
+		"GITLEASE_WORKER_SLOTS=5", "GITLEASE_WORKER_EXEC=true",
+		"GITLEASE_GITHUB_WRITES_PER_SEC=0") // 500 writes paced at 1/s would take 8 minutes
 	var urls []string
 	for i := 0; i < 2; i++ {
 		stop, out := startBinary(t, bin, env, "serve")

@@ -11,8 +11,32 @@ import (
 	"github.com/google/uuid"
 )
 
+const gitHubItemEntryOnCommit = `-- name: GitHubItemEntryOnCommit :one
+SELECT w.id FROM work_items w JOIN github_items g ON g.entry_id = w.id
+WHERE g.check_run_id IS NOT NULL
+  AND w.dispatch #>> '{subject,metadata,repository_id}' = $1::text
+  AND (g.head_sha = $2::text OR w.dispatch #>> '{subject,metadata,head_sha}' = $2::text)
+ORDER BY w.enqueued_at DESC, w.id
+LIMIT 1
+`
+
+type GitHubItemEntryOnCommitParams struct {
+	RepositoryID string
+	HeadSha      string
+}
+
+// The newest item of a repository whose check run sits on a commit (an
+// issue item's branch head, a pull request's head): the entry of this
+// App's check suite there.
+func (q *Queries) GitHubItemEntryOnCommit(ctx context.Context, db DBTX, arg GitHubItemEntryOnCommitParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, gitHubItemEntryOnCommit, arg.RepositoryID, arg.HeadSha)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const gitHubItemGet = `-- name: GitHubItemGet :one
-SELECT entry_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM github_items WHERE entry_id = $1
+SELECT entry_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, start_commit_sha, branch_sha, check_title, check_summary FROM github_items WHERE entry_id = $1
 `
 
 func (q *Queries) GitHubItemGet(ctx context.Context, db DBTX, entryID uuid.UUID) (GithubItem, error) {
@@ -26,8 +50,28 @@ func (q *Queries) GitHubItemGet(ctx context.Context, db DBTX, entryID uuid.UUID)
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.StartCommitSha,
+		&i.BranchSha,
+		&i.CheckTitle,
+		&i.CheckSummary,
 	)
 	return i, err
+}
+
+const gitHubItemRecordBranchSHA = `-- name: GitHubItemRecordBranchSHA :exec
+INSERT INTO github_items (entry_id, branch_sha) VALUES ($1, $2::text)
+ON CONFLICT (entry_id) DO UPDATE SET branch_sha = EXCLUDED.branch_sha
+`
+
+type GitHubItemRecordBranchSHAParams struct {
+	EntryID uuid.UUID
+	Sha     string
+}
+
+// Records that an item's branch exists at sha, before its pull request does.
+func (q *Queries) GitHubItemRecordBranchSHA(ctx context.Context, db DBTX, arg GitHubItemRecordBranchSHAParams) error {
+	_, err := db.Exec(ctx, gitHubItemRecordBranchSHA, arg.EntryID, arg.Sha)
+	return err
 }
 
 const gitHubItemRecordProvisioning = `-- name: GitHubItemRecordProvisioning :one
@@ -39,7 +83,7 @@ FOR SHARE OF w
 ON CONFLICT (entry_id) DO UPDATE
 SET branch = EXCLUDED.branch, head_sha = EXCLUDED.head_sha, pr_number = EXCLUDED.pr_number,
     pr_url = EXCLUDED.pr_url, provisioned_generation = EXCLUDED.provisioned_generation
-RETURNING entry_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation
+RETURNING entry_id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, start_commit_sha, branch_sha, check_title, check_summary
 `
 
 type GitHubItemRecordProvisioningParams struct {
@@ -73,8 +117,46 @@ func (q *Queries) GitHubItemRecordProvisioning(ctx context.Context, db DBTX, arg
 		&i.PrNumber,
 		&i.PrUrl,
 		&i.ProvisionedGeneration,
+		&i.StartCommitSha,
+		&i.BranchSha,
+		&i.CheckTitle,
+		&i.CheckSummary,
 	)
 	return i, err
+}
+
+const gitHubItemRecordStartCommit = `-- name: GitHubItemRecordStartCommit :exec
+INSERT INTO github_items (entry_id, start_commit_sha) VALUES ($1, $2::text)
+ON CONFLICT (entry_id) DO UPDATE SET start_commit_sha = EXCLUDED.start_commit_sha
+`
+
+type GitHubItemRecordStartCommitParams struct {
+	EntryID uuid.UUID
+	Sha     string
+}
+
+// Records the initial commit created for an item's branch before the
+// branch exists, so a retry creates the branch on it rather than another.
+func (q *Queries) GitHubItemRecordStartCommit(ctx context.Context, db DBTX, arg GitHubItemRecordStartCommitParams) error {
+	_, err := db.Exec(ctx, gitHubItemRecordStartCommit, arg.EntryID, arg.Sha)
+	return err
+}
+
+const gitHubItemSetCheckOutput = `-- name: GitHubItemSetCheckOutput :exec
+INSERT INTO github_items (entry_id, check_title, check_summary) VALUES ($1, $2::text, $3::text)
+ON CONFLICT (entry_id) DO UPDATE SET check_title = EXCLUDED.check_title, check_summary = EXCLUDED.check_summary
+`
+
+type GitHubItemSetCheckOutputParams struct {
+	EntryID uuid.UUID
+	Title   string
+	Summary string
+}
+
+// Records the title and summary the item's check run shows now.
+func (q *Queries) GitHubItemSetCheckOutput(ctx context.Context, db DBTX, arg GitHubItemSetCheckOutputParams) error {
+	_, err := db.Exec(ctx, gitHubItemSetCheckOutput, arg.EntryID, arg.Title, arg.Summary)
+	return err
 }
 
 const gitHubItemSetCheckRun = `-- name: GitHubItemSetCheckRun :exec

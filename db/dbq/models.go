@@ -38,21 +38,26 @@ type GithubItem struct {
 	PrNumber              *int32
 	PrUrl                 *string
 	ProvisionedGeneration *int64
+	StartCommitSha        *string
+	BranchSha             *string
+	CheckTitle            *string
+	CheckSummary          *string
 }
 
 type Outbox struct {
-	ID          int64
-	Lane        string
-	Kind        string
-	EntryID     *uuid.UUID
-	Payload     []byte
-	CreatedAt   time.Time
-	AvailableAt time.Time
-	LockedUntil *time.Time
-	Attempts    int32
-	LastError   *string
-	Status      string
-	FinishedAt  *time.Time
+	ID               int64
+	Lane             string
+	Kind             string
+	EntryID          *uuid.UUID
+	Payload          []byte
+	CreatedAt        time.Time
+	AvailableAt      time.Time
+	LockedUntil      *time.Time
+	Attempts         int32
+	LastError        *string
+	Status           string
+	FinishedAt       *time.Time
+	ProgressAttempts int32
 }
 
 type Redelivery struct {

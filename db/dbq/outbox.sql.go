@@ -49,7 +49,7 @@ WHERE o.id IN (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts
 `
 
 type OutboxClaimBatchParams struct {
@@ -87,6 +87,7 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 			&i.LastError,
 			&i.Status,
 			&i.FinishedAt,
+			&i.ProgressAttempts,
 		); err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 
 const outboxDone = `-- name: OutboxDone :exec
 UPDATE outbox SET status = 'done', finished_at = $1::timestamptz, locked_until = NULL, last_error = NULL
-WHERE id = $2
+WHERE id = $2 AND status = 'pending'
 `
 
 type OutboxDoneParams struct {
@@ -108,6 +109,8 @@ type OutboxDoneParams struct {
 	ID  int64
 }
 
+// Only a pending row: one stopped meanwhile (its installation went away)
+// stays failed.
 func (q *Queries) OutboxDone(ctx context.Context, db DBTX, arg OutboxDoneParams) error {
 	_, err := db.Exec(ctx, outboxDone, arg.Now, arg.ID)
 	return err
@@ -127,6 +130,45 @@ type OutboxFailParams struct {
 func (q *Queries) OutboxFail(ctx context.Context, db DBTX, arg OutboxFailParams) error {
 	_, err := db.Exec(ctx, outboxFail, arg.Now, arg.LastError, arg.ID)
 	return err
+}
+
+const outboxFailInstallation = `-- name: OutboxFailInstallation :execrows
+UPDATE outbox o
+SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2::text
+WHERE o.status = 'pending' AND (
+    EXISTS (SELECT 1 FROM work_items w
+            WHERE w.id = o.entry_id
+              AND w.dispatch #>> '{subject,metadata,installation_id}' = $3::text
+              AND (cardinality($4::text[]) = 0
+                   OR w.dispatch #>> '{subject,metadata,repository_id}' = ANY ($4::text[])))
+    OR (o.entry_id IS NULL AND o.payload ->> 'installation_id' = $3::text
+        AND (cardinality($5::text[]) = 0 OR lower(o.payload ->> 'repository') = ANY ($5::text[]))))
+`
+
+type OutboxFailInstallationParams struct {
+	Now             time.Time
+	Reason          string
+	InstallationID  string
+	RepositoryIds   []string
+	RepositoryNames []string
+}
+
+// Stops the pending rows of an installation deleted or suspended (or of
+// repositories removed from it, when repository_ids is not empty): they
+// are marked failed with the reason instead of being sent. Items' rows are
+// found through their dispatch, standalone check runs through their payload.
+func (q *Queries) OutboxFailInstallation(ctx context.Context, db DBTX, arg OutboxFailInstallationParams) (int64, error) {
+	result, err := db.Exec(ctx, outboxFailInstallation,
+		arg.Now,
+		arg.Reason,
+		arg.InstallationID,
+		arg.RepositoryIds,
+		arg.RepositoryNames,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const outboxInsert = `-- name: OutboxInsert :exec
@@ -159,6 +201,19 @@ SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending'
 
 func (q *Queries) OutboxNextDue(ctx context.Context, db DBTX) (time.Time, error) {
 	row := db.QueryRow(ctx, outboxNextDue)
+	var column_1 time.Time
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const outboxNextRetry = `-- name: OutboxNextRetry :one
+SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND available_at > $1::timestamptz
+`
+
+// When the earliest row given back for later becomes due (NULL: none), so
+// an idle sender wakes for it rather than at its next poll.
+func (q *Queries) OutboxNextRetry(ctx context.Context, db DBTX, now time.Time) (time.Time, error) {
+	row := db.QueryRow(ctx, outboxNextRetry, now)
 	var column_1 time.Time
 	err := row.Scan(&column_1)
 	return column_1, err
@@ -206,11 +261,30 @@ func (q *Queries) OutboxRetry(ctx context.Context, db DBTX, arg OutboxRetryParam
 	return err
 }
 
+const outboxRetryAfterProgress = `-- name: OutboxRetryAfterProgress :exec
+UPDATE outbox SET available_at = $1::timestamptz, locked_until = NULL, last_error = $2,
+    progress_attempts = attempts
+WHERE id = $3
+`
+
+type OutboxRetryAfterProgressParams struct {
+	AvailableAt time.Time
+	LastError   *string
+	ID          int64
+}
+
+// Gives a row back after some of its steps got through: its backoff starts
+// over from this attempt.
+func (q *Queries) OutboxRetryAfterProgress(ctx context.Context, db DBTX, arg OutboxRetryAfterProgressParams) error {
+	_, err := db.Exec(ctx, outboxRetryAfterProgress, arg.AvailableAt, arg.LastError, arg.ID)
+	return err
+}
+
 const outboxRetryFailed = `-- name: OutboxRetryFailed :one
 UPDATE outbox
 SET status = 'pending', finished_at = NULL, available_at = $1::timestamptz, locked_until = NULL
 WHERE id = $2 AND status = 'failed'
-RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts
 `
 
 type OutboxRetryFailedParams struct {
@@ -236,6 +310,7 @@ func (q *Queries) OutboxRetryFailed(ctx context.Context, db DBTX, arg OutboxRetr
 		&i.LastError,
 		&i.Status,
 		&i.FinishedAt,
+		&i.ProgressAttempts,
 	)
 	return i, err
 }

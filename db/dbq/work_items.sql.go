@@ -55,6 +55,83 @@ func (q *Queries) WorkItemAuditInsert(ctx context.Context, db DBTX, arg WorkItem
 	return err
 }
 
+const workItemCancelInstallation = `-- name: WorkItemCancelInstallation :many
+UPDATE work_items
+SET status = 'cancelled', finished_at = $1::timestamptz
+WHERE status IN ('pending', 'held')
+  AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
+  AND (cardinality($3::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
+`
+
+type WorkItemCancelInstallationParams struct {
+	Now            time.Time
+	InstallationID string
+	RepositoryIds  []string
+}
+
+// An installation deleted or suspended (or repositories removed from it,
+// when repository_ids is not empty): its pending and held items finish
+// cancelled.
+func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg WorkItemCancelInstallationParams) ([]WorkItem, error) {
+	rows, err := db.Query(ctx, workItemCancelInstallation, arg.Now, arg.InstallationID, arg.RepositoryIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkItem
+	for rows.Next() {
+		var i WorkItem
+		if err := rows.Scan(
+			&i.ID,
+			&i.Position,
+			&i.Status,
+			&i.IsV2,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.TaskID,
+			&i.Dispatch,
+			&i.EnqueuedAt,
+			&i.RunAt,
+			&i.RunAtTime,
+			&i.ExpireAfterSecs,
+			&i.ExpiresAfter,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.CollisionKey,
+			&i.WorkflowID,
+			&i.WorkflowGeneration,
+			&i.LeaseOwner,
+			&i.LeaseGeneration,
+			&i.LeaseExpiresAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
+			&i.CancelRequestedAt,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
+			&i.ResultNote,
+			&i.Source,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
 UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
@@ -2061,6 +2138,82 @@ type WorkItemRequestCancelParams struct {
 // A closed subject: its assigned items are told to stop at their next renew.
 func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkItemRequestCancelParams) ([]WorkItem, error) {
 	rows, err := db.Query(ctx, workItemRequestCancel, arg.Now, arg.CanonicalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkItem
+	for rows.Next() {
+		var i WorkItem
+		if err := rows.Scan(
+			&i.ID,
+			&i.Position,
+			&i.Status,
+			&i.IsV2,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.TaskID,
+			&i.Dispatch,
+			&i.EnqueuedAt,
+			&i.RunAt,
+			&i.RunAtTime,
+			&i.ExpireAfterSecs,
+			&i.ExpiresAfter,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.CollisionKey,
+			&i.WorkflowID,
+			&i.WorkflowGeneration,
+			&i.LeaseOwner,
+			&i.LeaseGeneration,
+			&i.LeaseExpiresAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
+			&i.CancelRequestedAt,
+			&i.HeadSha,
+			&i.CheckRunID,
+			&i.Branch,
+			&i.PrNumber,
+			&i.PrUrl,
+			&i.ProvisionedGeneration,
+			&i.ResultNote,
+			&i.Source,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const workItemRequestCancelInstallation = `-- name: WorkItemRequestCancelInstallation :many
+UPDATE work_items
+SET cancel_requested_at = $1::timestamptz
+WHERE status = 'assigned' AND cancel_requested_at IS NULL
+  AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
+  AND (cardinality($3::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source
+`
+
+type WorkItemRequestCancelInstallationParams struct {
+	Now            time.Time
+	InstallationID string
+	RepositoryIds  []string
+}
+
+// The same installation's (or repositories') assigned items are told to
+// stop at their next renew.
+func (q *Queries) WorkItemRequestCancelInstallation(ctx context.Context, db DBTX, arg WorkItemRequestCancelInstallationParams) ([]WorkItem, error) {
+	rows, err := db.Query(ctx, workItemRequestCancelInstallation, arg.Now, arg.InstallationID, arg.RepositoryIds)
 	if err != nil {
 		return nil, err
 	}

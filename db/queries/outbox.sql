@@ -30,11 +30,20 @@ WHERE o.id IN (
 RETURNING *;
 
 -- name: OutboxDone :exec
+-- Only a pending row: one stopped meanwhile (its installation went away)
+-- stays failed.
 UPDATE outbox SET status = 'done', finished_at = @now::timestamptz, locked_until = NULL, last_error = NULL
-WHERE id = @id;
+WHERE id = @id AND status = 'pending';
 
 -- name: OutboxRetry :exec
 UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error
+WHERE id = @id;
+
+-- name: OutboxRetryAfterProgress :exec
+-- Gives a row back after some of its steps got through: its backoff starts
+-- over from this attempt.
+UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error,
+    progress_attempts = attempts
 WHERE id = @id;
 
 -- name: OutboxFail :exec
@@ -69,3 +78,24 @@ UPDATE outbox
 SET status = 'pending', finished_at = NULL, available_at = @now::timestamptz, locked_until = NULL
 WHERE id = @id AND status = 'failed'
 RETURNING *;
+
+-- name: OutboxNextRetry :one
+-- When the earliest row given back for later becomes due (NULL: none), so
+-- an idle sender wakes for it rather than at its next poll.
+SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND available_at > @now::timestamptz;
+
+-- name: OutboxFailInstallation :execrows
+-- Stops the pending rows of an installation deleted or suspended (or of
+-- repositories removed from it, when repository_ids is not empty): they
+-- are marked failed with the reason instead of being sent. Items' rows are
+-- found through their dispatch, standalone check runs through their payload.
+UPDATE outbox o
+SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @reason::text
+WHERE o.status = 'pending' AND (
+    EXISTS (SELECT 1 FROM work_items w
+            WHERE w.id = o.entry_id
+              AND w.dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
+              AND (cardinality(@repository_ids::text[]) = 0
+                   OR w.dispatch #>> '{subject,metadata,repository_id}' = ANY (sqlc.arg('repository_ids')::text[])))
+    OR (o.entry_id IS NULL AND o.payload ->> 'installation_id' = @installation_id::text
+        AND (cardinality(sqlc.arg('repository_names')::text[]) = 0 OR lower(o.payload ->> 'repository') = ANY (sqlc.arg('repository_names')::text[]))));

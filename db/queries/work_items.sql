@@ -338,3 +338,26 @@ SET status = 'pending', assigned_at = NULL,
     lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
 WHERE id = @id AND status = 'assigned' AND lease_expires_at <= @now::timestamptz
 RETURNING *;
+
+-- name: WorkItemCancelInstallation :many
+-- An installation deleted or suspended (or repositories removed from it,
+-- when repository_ids is not empty): its pending and held items finish
+-- cancelled.
+UPDATE work_items
+SET status = 'cancelled', finished_at = @now::timestamptz
+WHERE status IN ('pending', 'held')
+  AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
+  AND (cardinality(@repository_ids::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY (sqlc.arg('repository_ids')::text[]))
+RETURNING *;
+
+-- name: WorkItemRequestCancelInstallation :many
+-- The same installation's (or repositories') assigned items are told to
+-- stop at their next renew.
+UPDATE work_items
+SET cancel_requested_at = @now::timestamptz
+WHERE status = 'assigned' AND cancel_requested_at IS NULL
+  AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
+  AND (cardinality(@repository_ids::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY (sqlc.arg('repository_ids')::text[]))
+RETURNING *;

@@ -146,6 +146,9 @@ func serveEnv(dsn string, gh *githubtest.Server, ttl time.Duration) []string {
 		"GITLEASE_LEASE_TTL="+ttl.String(),
 		"GITLEASE_WORKER_SLOTS=5",
 		"GITLEASE_WORKER_EXEC="+workerExec,
+		// Unpaced writes, so hundreds of items settle within the bounds;
+		// the fake's rate limits are still honoured.
+		"GITLEASE_GITHUB_WRITES_PER_SEC=0",
 	)
 }
 
