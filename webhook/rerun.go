@@ -89,12 +89,13 @@ func (m *Mapper) rerun(d delivery, payload []byte) (Decision, error) {
 	if d.action() != "rerequested" {
 		return d.ignore("%s action %q is not handled", d.event, d.action()), nil
 	}
+	if m.cfg.AppID == 0 {
+		// Not acted on, so answered from the envelope alone.
+		return d.ignore("the App's ID is not configured: its own check runs cannot be told apart"), nil
+	}
 	part, repoID, err := parseCheckPayload(d.event, payload)
 	if err != nil {
 		return Decision{}, err
-	}
-	if m.cfg.AppID == 0 {
-		return d.ignore("the App's ID is not configured: its own check runs cannot be told apart"), nil
 	}
 	if part.App == nil || part.App.ID != m.cfg.AppID {
 		return d.ignore("a %s of another App", d.event), nil

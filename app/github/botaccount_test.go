@@ -16,8 +16,8 @@ import (
 func TestBotAccountRetriesAfterAFailure(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
-	// retryReads tries a GET three times: fail them all once.
-	gh.FailNext(githubtest.KindGetApp, 3, http.StatusBadGateway)
+	// A call is tried once and retried in place three times: fail them all.
+	gh.FailNext(githubtest.KindGetApp, 4, http.StatusBadGateway)
 	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
 	if err != nil {
 		t.Fatal(err)
