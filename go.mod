@@ -3,6 +3,7 @@ module github.com/gitlease/gitlease
 go 1.26.8
 
 require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875
 	github.com/google/go-github/v66 v66.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0

@@ -7,7 +7,20 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-github/v66/github"
+)
+
+// parseOptions make the single-pass decoder (the encoding/json/v2 design,
+// validating while it decodes instead of scanning the payload twice) as
+// forgiving as encoding/json where GitHub's payloads could differ: a
+// repeated name keeps its last value, invalid UTF-8 reads as U+FFFD. Names
+// match exactly, as GitHub spells them: a new field that differs from a used
+// one only in case or underscores is another field.
+var parseOptions = jsonv2.JoinOptions(
+	jsontext.AllowDuplicateNames(true),
+	jsontext.AllowInvalidUTF8(true),
 )
 
 // The events the mapper acts on. Every other event is answered from its
@@ -158,9 +171,9 @@ func parsePayload(event string, body []byte) (payload, error) {
 	}
 	var err error
 	if actsOn(event) {
-		err = json.Unmarshal(trimmed, &p)
+		err = jsonv2.Unmarshal(trimmed, &p, parseOptions)
 	} else {
-		err = json.Unmarshal(trimmed, &p.envelope)
+		err = jsonv2.Unmarshal(trimmed, &p.envelope, parseOptions)
 	}
 	if err != nil {
 		return payload{}, payloadErrorf(event, "JSON does not parse: %v", err)
