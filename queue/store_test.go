@@ -532,6 +532,53 @@ func TestLeaseScanUsesTheIndex(t *testing.T) {
 	}
 }
 
+// TestLeaseScanPlanWithoutStatistics: right after a bulk enqueue, before any
+// ANALYZE, the planner thinks the pending set is tiny and, left alone, reads
+// all of it with a bitmap scan and sorts it. The lease scan function runs
+// with the settings in its definition (migration 00009), under which the
+// plan walks work_items_pending_position under a Limit.
+func TestLeaseScanPlanWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool, _ := newStore(t)
+	_, err := pool.Exec(ctx, `INSERT INTO work_items (id, status, is_v2, subject_id, canonical_id, subject_generation, dispatch, enqueued_at)
+		SELECT gen_random_uuid(), 'pending', true, 'github_issue:1#' || g, 'github_issue:1#' || g, 1, '{}', now()
+		FROM generate_series(1, 20000) g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// Apply the function's own SET clauses to this transaction.
+	if _, err := tx.Exec(ctx, `SELECT set_config(split_part(c, '=', 1), split_part(c, '=', 2), true)
+		FROM pg_proc, unnest(proconfig) AS c WHERE proname = 'work_item_lease_candidates'`); err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	rows, err := tx.Query(ctx, `EXPLAIN SELECT * FROM work_items
+		WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= now()) AND position > -1
+		ORDER BY position LIMIT 5 FOR UPDATE SKIP LOCKED`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p := plan.String(); !strings.Contains(p, "Limit") || !strings.Contains(p, "Index Scan using work_items_pending_position") || strings.Contains(p, "Sort") {
+		t.Fatalf("lease scan plan without statistics does not walk work_items_pending_position:\n%s", p)
+	}
+}
+
 func TestClosingASubjectCancelsItsItems(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
