@@ -51,12 +51,7 @@ func FuzzParseMatchesEncodingJSON(f *testing.F) {
 		if json.Unmarshal(body, &want) != nil {
 			return
 		}
-		if r := want.Repository; r != nil {
-			want.envelope.Repository = &struct {
-				ID       *int64  `json:"id"`
-				FullName *string `json:"full_name"`
-			}{ID: &r.ID, FullName: &r.FullName}
-		}
+		want.liftRepository()
 		want.clean()
 		got, err := parsePayload("issues", body)
 		if err != nil {
