@@ -96,7 +96,7 @@ func prepareEnqueue(p EnqueueParams) (preparedEnqueue, error) {
 	if pe.hash, err = RequestHash(d, pe.res, pe.runAt, p.ExpireAfterSecs); err != nil {
 		return pe, fmt.Errorf("hash enqueue request: %w", err)
 	}
-	if pe.dispatch, err = json.Marshal(d); err != nil {
+	if pe.dispatch, err = encodeDispatch(d); err != nil {
 		return pe, fmt.Errorf("encode dispatch: %w", err)
 	}
 	pe.source = SourceRPC

@@ -129,35 +129,36 @@ func canonicalRequest(d SubjectDispatch, r *Reservation, runAt *string, expireAf
 	}
 	var b bytes.Buffer
 	b.Grow(size)
-	field := func(name string, first bool) {
+	// first is whether the object being written has no member yet.
+	first := false
+	open := func() { b.WriteByte('{'); first = true }
+	end := func() { b.WriteByte('}'); first = false }
+	key := func(name string) {
 		if !first {
 			b.WriteByte(',')
 		}
+		first = false
 		b.WriteByte('"')
 		b.WriteString(name)
 		b.WriteString(`":`)
 	}
-	b.WriteString(`{"dispatch":{`)
-	first := true
-	if d.Priority != "" {
-		field("priority", first)
-		writeSerdeString(&b, d.Priority)
-		first = false
+	str := func(name, v string, omitEmpty bool) {
+		if !omitEmpty || v != "" {
+			key(name)
+			writeSerdeString(&b, v)
+		}
 	}
-	field("subject", first)
-	b.WriteByte('{')
-	sf := true
-	if sub.Description != "" {
-		field("description", sf)
-		writeSerdeString(&b, sub.Description)
-		sf = false
-	}
-	field("id", sf)
-	writeSerdeString(&b, sub.ID)
-	field("kind", false)
-	writeSerdeString(&b, sub.Kind)
+	open()
+	key("dispatch")
+	open()
+	str("priority", d.Priority, true)
+	key("subject")
+	open()
+	str("description", sub.Description, true)
+	str("id", sub.ID, false)
+	str("kind", sub.Kind, false)
 	if len(sub.Labels) > 0 {
-		field("labels", false)
+		key("labels")
 		b.WriteByte('[')
 		for i, l := range sub.Labels {
 			if i > 0 {
@@ -168,43 +169,37 @@ func canonicalRequest(d SubjectDispatch, r *Reservation, runAt *string, expireAf
 		b.WriteByte(']')
 	}
 	if meta != nil {
-		field("metadata", false)
+		key("metadata")
 		b.Write(meta)
 	}
-	if sub.Title != "" {
-		field("title", false)
-		writeSerdeString(&b, sub.Title)
-	}
-	b.WriteByte('}')
-	field("trigger_source", false)
-	writeSerdeString(&b, d.TriggerSource)
-	field("workflow_ref", false)
-	writeSerdeString(&b, d.WorkflowRef)
-	b.WriteString(`},"expire_after_secs":`)
+	str("title", sub.Title, true)
+	end()
+	str("trigger_source", d.TriggerSource, false)
+	str("workflow_ref", d.WorkflowRef, false)
+	end()
+	key("expire_after_secs")
 	if expireAfterSecs != nil {
 		b.WriteString(strconv.FormatUint(*expireAfterSecs, 10))
 	} else {
 		b.WriteString("null")
 	}
-	b.WriteString(`,"repository":`)
+	key("repository")
 	if r != nil {
-		b.WriteString(`{"base_ref":`)
-		writeSerdeString(&b, r.BaseRef)
-		b.WriteString(`,"head_ref":`)
-		writeSerdeString(&b, r.HeadRef)
-		b.WriteString(`,"repository":`)
-		writeSerdeString(&b, r.Repository)
-		b.WriteByte('}')
+		open()
+		str("base_ref", r.BaseRef, false)
+		str("head_ref", r.HeadRef, false)
+		str("repository", r.Repository, false)
+		end()
 	} else {
 		b.WriteString("null")
 	}
-	b.WriteString(`,"run_at":`)
+	key("run_at")
 	if runAt != nil {
 		writeSerdeString(&b, *runAt)
 	} else {
 		b.WriteString("null")
 	}
-	b.WriteByte('}')
+	end()
 	return b.Bytes(), true
 }
 

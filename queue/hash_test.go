@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -468,6 +469,7 @@ func TestRequestHashFastMatchesSlow(t *testing.T) {
 
 // FuzzRequestHashFast: whatever text a dispatch holds, the direct writer
 // and the wire-form definition give the same hash or the direct writer
+// declines, and the one-pass dispatch encoder writes json.Marshal's value or
 // declines.
 func FuzzRequestHashFast(f *testing.F) {
 	f.Add("github_issue", "1#2", "title", "body \u2028 <", "label", `{"a":1}`, "refs/heads/x")
@@ -477,6 +479,20 @@ func FuzzRequestHashFast(f *testing.F) {
 		d := SubjectDispatch{Subject: &SubjectRef{Kind: kind, ID: id, Title: title, Description: desc, Labels: []string{label}, Metadata: json.RawMessage(meta)},
 			WorkflowRef: "coding", TriggerSource: "fuzz"}
 		r := &Reservation{Repository: "o/r", BaseRef: "refs/heads/main", HeadRef: head}
+		if fast, ok := encodeDispatchFast(d); ok {
+			std, err := json.Marshal(d)
+			value := func(b []byte) (v any) {
+				dec := json.NewDecoder(bytes.NewReader(b))
+				dec.UseNumber()
+				if dec.Decode(&v) != nil {
+					return "invalid"
+				}
+				return v
+			}
+			if err != nil || !reflect.DeepEqual(value(fast), value(std)) {
+				t.Fatalf("one-pass dispatch %s, json.Marshal %s %v", fast, std, err)
+			}
+		}
 		if _, ok := canonicalRequest(d, r, nil, nil); !ok {
 			return
 		}
@@ -486,4 +502,38 @@ func FuzzRequestHashFast(f *testing.F) {
 			t.Fatalf("direct %s %v, by the wire form %s %v", fast, err1, slow, err2)
 		}
 	})
+}
+
+// TestEncodeDispatchMatchesMarshal: the one-pass dispatch encoder writes the
+// JSON value json.Marshal writes (the stored jsonb is the same).
+func TestEncodeDispatchMatchesMarshal(t *testing.T) {
+	decode := func(b []byte) any {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return v
+	}
+	at := Timestamp{time.Date(2026, 10, 1, 12, 0, 0, 123456000, time.UTC)}
+	for i, d := range []SubjectDispatch{
+		{Subject: &SubjectRef{Kind: "github_issue", ID: "1#2"}, WorkflowRef: "coding", TriggerSource: "t", RequestedAt: at},
+		{Subject: &SubjectRef{Kind: "github_pull_request", ID: "1#3", Title: "t\"\\\b\f\n\r\t\x01<&>", Description: strings.Repeat("é\u2029</script>", 500),
+			Labels: []string{"b", "a"}, Metadata: json.RawMessage(` {"z":1, "a":[1.50, -0, 1e3], "s":"\u003c"} `)},
+			WorkflowRef: "coding", TriggerSource: "github:pull_request.opened", Priority: "high", RequestedAt: at},
+		{Subject: &SubjectRef{Kind: "x", ID: "y", Metadata: json.RawMessage(`{ }`)}, WorkflowRef: "w"},
+	} {
+		fast, ok := encodeDispatchFast(d)
+		if !ok {
+			t.Fatalf("case %d: not taken by the one-pass encoder", i)
+		}
+		std, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := decode(fast), decode(std); !reflect.DeepEqual(got, want) {
+			t.Fatalf("case %d:\n%s\nwant the value of\n%s", i, fast, std)
+		}
+	}
 }

@@ -7,7 +7,20 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-github/v66/github"
+)
+
+// parseOptions make the single-pass decoder (the encoding/json/v2 design,
+// validating while it decodes instead of scanning the payload twice) as
+// forgiving as encoding/json where GitHub's payloads could differ: a
+// repeated name keeps its last value, invalid UTF-8 reads as U+FFFD. Names
+// match exactly, as GitHub spells them: a new field that differs from a used
+// one only in case or underscores is another field.
+var parseOptions = jsonv2.JoinOptions(
+	jsontext.AllowDuplicateNames(true),
+	jsontext.AllowInvalidUTF8(true),
 )
 
 // The events the mapper acts on. Every other event is answered from its
@@ -34,11 +47,8 @@ type envelope struct {
 	Installation *struct {
 		ID *int64 `json:"id"`
 	} `json:"installation"`
-	Repository *struct {
-		ID       *int64  `json:"id"`
-		FullName *string `json:"full_name"`
-	} `json:"repository"`
-	Sender *struct {
+	Repository *envelopeRepo `json:"repository"`
+	Sender     *struct {
 		Login *string `json:"login"`
 		Type  *string `json:"type"` // "Bot" for an App's account
 	} `json:"sender"`
@@ -50,6 +60,12 @@ func (e *envelope) senderType() string {
 		return ""
 	}
 	return *e.Sender.Type
+}
+
+// envelopeRepo is the envelope's repository.
+type envelopeRepo struct {
+	ID       *int64  `json:"id"`
+	FullName *string `json:"full_name"`
 }
 
 // payload is the envelope plus exactly the fields the mapper uses of the
@@ -76,7 +92,8 @@ type labelFields struct {
 	Name string `json:"name"`
 }
 
-type issueFields struct {
+// subjectFields are what an issue and a pull request both carry.
+type subjectFields struct {
 	Number    int           `json:"number"`
 	State     string        `json:"state"`
 	Title     string        `json:"title"`
@@ -84,19 +101,17 @@ type issueFields struct {
 	HTMLURL   string        `json:"html_url"`
 	Labels    []labelFields `json:"labels"`
 	UpdatedAt lenientTime   `json:"updated_at"`
+}
+
+type issueFields struct {
+	subjectFields
 	// PullRequest is present when the issue is a pull request.
 	PullRequest presence `json:"pull_request"`
 }
 
 type prFields struct {
-	Number    int           `json:"number"`
-	State     string        `json:"state"`
-	Title     string        `json:"title"`
-	Body      string        `json:"body"`
-	HTMLURL   string        `json:"html_url"`
-	Labels    []labelFields `json:"labels"`
-	UpdatedAt lenientTime   `json:"updated_at"`
-	Base      struct {
+	subjectFields
+	Base struct {
 		Ref string `json:"ref"`
 	} `json:"base"`
 	Head struct {
@@ -167,21 +182,24 @@ func parsePayload(event string, body []byte) (payload, error) {
 	}
 	var err error
 	if actsOn(event) {
-		err = json.Unmarshal(trimmed, &p)
+		err = jsonv2.Unmarshal(trimmed, &p, parseOptions)
 	} else {
-		err = json.Unmarshal(trimmed, &p.envelope)
+		err = jsonv2.Unmarshal(trimmed, &p.envelope, parseOptions)
 	}
 	if err != nil {
 		return payload{}, payloadErrorf(event, "JSON does not parse: %v", err)
 	}
-	if r := p.Repository; r != nil {
-		p.envelope.Repository = &struct {
-			ID       *int64  `json:"id"`
-			FullName *string `json:"full_name"`
-		}{ID: &r.ID, FullName: &r.FullName}
-	}
+	p.liftRepository()
 	p.clean()
 	return p, nil
+}
+
+// liftRepository points the envelope's repository at the one the payload
+// parsed with its default branch, when it did.
+func (p *payload) liftRepository() {
+	if r := p.Repository; r != nil {
+		p.envelope.Repository = &envelopeRepo{ID: &r.ID, FullName: &r.FullName}
+	}
 }
 
 // facts are the envelope's Facts.
@@ -216,8 +234,7 @@ func (p *payload) clean() {
 		cleanStr(&l.Name)
 	}
 	if i := p.Issue; i != nil {
-		cleanStr(&i.State, &i.Title, &i.Body, &i.HTMLURL)
-		cleanLabels(i.Labels)
+		i.subjectFields.clean()
 	}
 	if pr := p.PullRequest; pr != nil {
 		pr.clean()
@@ -228,13 +245,14 @@ func (p *payload) clean() {
 }
 
 func (pr *prFields) clean() {
-	cleanStr(&pr.State, &pr.Title, &pr.Body, &pr.HTMLURL, &pr.Base.Ref, &pr.Head.Ref, &pr.Head.SHA)
-	cleanLabels(pr.Labels)
+	pr.subjectFields.clean()
+	cleanStr(&pr.Base.Ref, &pr.Head.Ref, &pr.Head.SHA)
 }
 
-func cleanLabels(ls []labelFields) {
-	for i := range ls {
-		cleanStr(&ls[i].Name)
+func (sf *subjectFields) clean() {
+	cleanStr(&sf.State, &sf.Title, &sf.Body, &sf.HTMLURL)
+	for i := range sf.Labels {
+		cleanStr(&sf.Labels[i].Name)
 	}
 }
 
@@ -257,10 +275,10 @@ func cleanStr(ss ...*string) {
 // prFieldsOf takes the fields the mapper uses from a pull request fetched
 // from GitHub.
 func prFieldsOf(pr *github.PullRequest) *prFields {
-	out := &prFields{
+	out := &prFields{subjectFields: subjectFields{
 		Number: pr.GetNumber(), State: pr.GetState(), Title: pr.GetTitle(), Body: pr.GetBody(),
 		HTMLURL: pr.GetHTMLURL(), UpdatedAt: lenientTime{pr.GetUpdatedAt().Time},
-	}
+	}}
 	for _, l := range pr.Labels {
 		out.Labels = append(out.Labels, labelFields{Name: l.GetName()})
 	}

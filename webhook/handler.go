@@ -1,13 +1,13 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -276,7 +276,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
 	if r.ContentLength > MaxBody {
 		return nil, http.StatusRequestEntityTooLarge, tooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	// Sized from Content-Length (GitHub always sends it), the body is read
+	// into one buffer instead of one grown and copied a few times over.
+	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(r.ContentLength, MaxBody))+bytes.MinRead))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBody))
+	body := buf.Bytes()
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):

@@ -43,7 +43,13 @@ const payloadDir = "../testdata/payloads"
 // payload reads a fixture by name, without .json.
 func payload(tb testing.TB, name string) []byte {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(payloadDir, name+".json"))
+	return fixture(tb, payloadDir, name)
+}
+
+// fixture reads the fixture name (without .json) from dir.
+func fixture(tb testing.TB, dir, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name+".json"))
 	if err != nil {
 		tb.Fatalf("read fixture: %v", err)
 	}

@@ -2,8 +2,6 @@ package webhook_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +12,6 @@ import (
 // lenientDir holds deliveries that differ from GitHub's current shape in
 // fields gitlease does not use (SPEC §6): they must be processed as usual.
 const lenientDir = "testdata/lenient"
-
-func lenientPayload(tb testing.TB, name string) []byte {
-	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(lenientDir, name+".json"))
-	if err != nil {
-		tb.Fatalf("read fixture: %v", err)
-	}
-	return b
-}
 
 // TestLenientParsing: a variant in a field gitlease does not use (integer
 // or oddly formatted timestamps, new fields) never turns a real delivery
@@ -53,7 +42,7 @@ func TestLenientParsing(t *testing.T) {
 			env := newEnv(t, defaultOptions())
 			id := "lenient-" + tc.fixture
 			event, _, _ := strings.Cut(tc.fixture, "-")
-			status, resp := env.post(t, request{event: event, delivery: id, body: lenientPayload(t, tc.fixture)})
+			status, resp := env.post(t, request{event: event, delivery: id, body: fixture(t, lenientDir, tc.fixture)})
 			if status != tc.status || resp.Outcome != tc.outcome {
 				t.Fatalf("answer %d %+v, want %d %s", status, resp, tc.status, tc.outcome)
 			}
