@@ -24,7 +24,7 @@ type Metrics struct {
 	queueOps   *prometheus.HistogramVec
 	github     *prometheus.CounterVec
 	httpReqs   *prometheus.HistogramVec
-	// The redelivery reconciler's (SPEC §6.1).
+	// The redelivery reconciler's (docs/webhook.md).
 	redeliveries *prometheus.CounterVec
 	lastScan     prometheus.Gauge
 }

@@ -14,8 +14,8 @@ type EnqueueParams struct {
 	RunAt           string
 	ExpireAfterSecs *uint64
 	// FromGitHub marks an item the webhook intake creates from a verified
-	// delivery, the only kind GitHub side effects are written for (SPEC
-	// §7). It is never decoded from a request (json:"-"): no queue API
+	// delivery, the only kind GitHub side effects are written for
+	// (docs/queue.md). It is never decoded from a request (json:"-"): no queue API
 	// caller can set it, whatever its dispatch says.
 	FromGitHub bool `json:"-"`
 }

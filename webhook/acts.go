@@ -2,7 +2,7 @@ package webhook
 
 // Acts reports whether gitlease may act on a delivery of event with action,
 // judged from those two names alone, as GitHub's delivery log shows them.
-// It is true for every event and action SPEC §6 lists: the issue and pull
+// It is true for every event and action docs/webhook.md lists: the issue and pull
 // request actions that enqueue, their close events that cancel, comment
 // commands (issue_comment created), re-runs (check_run and check_suite
 // rerequested) and installation events (installation deleted, suspend,
@@ -11,7 +11,7 @@ package webhook
 // configured. A delivery it is true for may still be ignored once its
 // payload is read (a comment that is no command, a label that is not the
 // trigger label); one it is false for is always ignored. The redelivery
-// reconciler (SPEC §6.1) requests only deliveries it is true for.
+// reconciler (docs/webhook.md) requests only deliveries it is true for.
 func Acts(event, action string, labelTrigger bool) bool {
 	switch event {
 	case "issues":

@@ -209,7 +209,7 @@ func FuzzDecodeBody(f *testing.F) {
 // FuzzLenientParse: whatever valid JSON stands in fields gitlease does not
 // use (a timestamp, the author, a new field) of an event it acts on, and
 // whatever an event it does not act on carries beyond its envelope, the
-// decision is the same as for the fixture itself (SPEC §6).
+// decision is the same as for the fixture itself (docs/webhook.md).
 func FuzzLenientParse(f *testing.F) {
 	for _, v := range []string{`1700000000`, `"2023-11-14 22:13:20 +0000"`, `null`, `{"a":[1,2]}`, `"\u0000"`, `-1e309`, `true`} {
 		f.Add(v)

@@ -41,7 +41,7 @@ const (
 	maxDeliveryLen = 256
 )
 
-// Outcome is what the intake did with a verified delivery (SPEC §6).
+// Outcome is what the intake did with a verified delivery (docs/webhook.md).
 type Outcome string
 
 // The outcomes. A redelivery answers OutcomeReplay or

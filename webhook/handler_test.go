@@ -60,7 +60,7 @@ func prItem(action, sha string, labels ...string) *wantItem {
 	}
 }
 
-// TestHandlerEvents sends each event and action of SPEC §6 through the real
+// TestHandlerEvents sends each event and action of docs/webhook.md through the real
 // handler on its own database and checks the answer, the delivery row and
 // the item.
 func TestHandlerEvents(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 )
 
 // lenientDir holds deliveries that differ from GitHub's current shape in
-// fields gitlease does not use (SPEC §6): they must be processed as usual.
+// fields gitlease does not use (docs/webhook.md): they must be processed as usual.
 const lenientDir = "testdata/lenient"
 
 // TestLenientParsing: a variant in a field gitlease does not use (integer

@@ -53,8 +53,8 @@ func parseInstallationPayload(event string, payload []byte) (installationPayload
 	return p, nil
 }
 
-// lifecycle maps installation and installation_repositories events (SPEC
-// §6): deleted and suspend cancel the installation's live items and stop
+// lifecycle maps installation and installation_repositories events (docs/webhook.md):
+// deleted and suspend cancel the installation's live items and stop
 // its outbox rows; installation_repositories removed does the same for
 // those repositories; unsuspend and every other action change nothing (a
 // suspended installation sends gitlease no events, so new work comes in

@@ -10,7 +10,7 @@ import (
 )
 
 // The intake's limits on what an unauthenticated client can make the server
-// hold (SPEC §6): every check here runs before a byte of the body is read,
+// hold (docs/webhook.md): every check here runs before a byte of the body is read,
 // so a client without the webhook secret costs headers, never 25 MiB.
 
 // DefaultMaxInflightBody is HandlerConfig.MaxInflightBody's default, 64 MiB:
@@ -60,7 +60,7 @@ func newBodyBudget(max int64) *bodyBudget {
 	return &bodyBudget{sem: semaphore.NewWeighted(max), max: max}
 }
 
-// admit runs the checks of SPEC §6 that precede reading the body, in its
+// admit runs the checks of docs/webhook.md that precede reading the body, in its
 // order: 413 for a declared body over MaxBody, 400 for missing or
 // malformed event and delivery headers, 401 for a missing or malformed
 // signature header, 503 when the body would not fit in the budget. It

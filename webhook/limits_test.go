@@ -26,7 +26,7 @@ func (u *unreadable) Read([]byte) (int, error) {
 	return 0, io.EOF
 }
 
-// TestHandlerRefusesBeforeReading: each refusal SPEC §6 places before the
+// TestHandlerRefusesBeforeReading: each refusal docs/webhook.md places before the
 // signature check is answered with its status without reading a byte of
 // the body, in the spec's order.
 func TestHandlerRefusesBeforeReading(t *testing.T) {

@@ -68,7 +68,7 @@ type MapperConfig struct {
 	AppID int64
 }
 
-// Mapper turns a GitHub event into a queue decision (SPEC §6). It keeps no
+// Mapper turns a GitHub event into a queue decision (docs/webhook.md). It keeps no
 // state between calls and is safe for concurrent use.
 type Mapper struct {
 	prs PullRequestGetter
@@ -182,7 +182,7 @@ func (d delivery) action() string {
 
 // Map decides what the delivery deliveryID of event, with the JSON payload,
 // asks of the queue: enqueue an issue or pull request, cancel a closed one,
-// or nothing (SPEC §6). ctx bounds the one GitHub call it may make, for a
+// or nothing (docs/webhook.md). ctx bounds the one GitHub call it may make, for a
 // comment command on a pull request.
 //
 // An event gitlease does not act on is ignored after reading only its

@@ -82,7 +82,7 @@ func parseCheckPayload(event string, payload []byte) (*checkPart, int64, error) 
 	return part, p.Repository.ID, nil
 }
 
-// rerun maps check_run and check_suite events (SPEC §6): rerequested of
+// rerun maps check_run and check_suite events (docs/webhook.md): rerequested of
 // this App's check run (an entry ID as external_id) or check suite asks
 // for a new generation of that entry's subject; anything else is ignored.
 func (m *Mapper) rerun(d delivery, payload []byte) (Decision, error) {

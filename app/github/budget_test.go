@@ -29,7 +29,7 @@ func pullRequestParams(n int, sha string) queue.EnqueueParams {
 }
 
 // TestCleanRunCallsByRoute pins what one item costs on GitHub without
-// faults (SPEC §8.1: at most 7 for an issue item, 3 for a pull-request
+// faults (docs/github.md: at most 7 for an issue item, 3 for a pull-request
 // item, token minting aside): create first, never look up.
 func TestCleanRunCallsByRoute(t *testing.T) {
 	t.Parallel()

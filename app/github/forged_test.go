@@ -20,7 +20,7 @@ import (
 // commit, leases and completes them: gitlease writes nothing to GitHub for
 // them (no check run, no branch, no pull request, not even a request),
 // because only items from verified deliveries have GitHub side effects
-// (SPEC §7).
+// (docs/queue.md).
 func TestForgedRPCItemsWriteNothingToGitHub(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

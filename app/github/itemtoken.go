@@ -10,7 +10,7 @@ import (
 )
 
 // ItemPermissions are the permissions of the token a worker command gets
-// for its item (SPEC §8): enough to push its branch, update its pull
+// for its item (docs/github.md): enough to push its branch, update its pull
 // request and report a check, nothing else of the installation.
 func ItemPermissions() *gh.InstallationPermissions {
 	return &gh.InstallationPermissions{

@@ -227,7 +227,7 @@ func (o *Outbox) Standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun
 }
 
 // itemMeta is where an item lives on GitHub, for an item created from a
-// verified delivery only (SPEC §7): an item enqueued over /rpc or stdio
+// verified delivery only (docs/queue.md): an item enqueued over /rpc or stdio
 // gets no GitHub side effect, whatever GitHub metadata its dispatch names.
 func itemMeta(it queue.Item) (webhook.ItemMeta, bool) {
 	if !it.FromGitHub() {

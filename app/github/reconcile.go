@@ -18,7 +18,7 @@ import (
 	"github.com/gitlease/gitlease/webhook"
 )
 
-// Reconciler bounds and defaults (SPEC §6.1).
+// Reconciler bounds and defaults (docs/webhook.md).
 const (
 	// MaxRedeliverLookback is how long GitHub keeps its delivery log; the
 	// reconciler never pages further back. It is the default lookback too.
@@ -93,7 +93,7 @@ type ReconcilerConfig struct {
 }
 
 // Reconciler finds webhook deliveries GitHub failed to deliver and asks
-// GitHub to redeliver them (SPEC §6.1). Its state lives in PostgreSQL, so
+// GitHub to redeliver them (docs/webhook.md). Its state lives in PostgreSQL, so
 // any number of serve instances can run it: a session advisory lock keeps
 // scans one at a time, and each request is claimed by a compare-and-swap on
 // the guid's row, so a guid is requested once per failed attempt even if two

@@ -71,7 +71,7 @@ func (g *attemptGroup) finding() Finding {
 }
 
 // rejectedAsBadInput reports whether gitlease answered a delivery as bad
-// input (SPEC §6): a redelivery would only be refused again.
+// input (docs/webhook.md): a redelivery would only be refused again.
 func rejectedAsBadInput(statusCode int) bool {
 	switch statusCode {
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusConflict, http.StatusRequestEntityTooLarge:

@@ -3,7 +3,7 @@
 // usable without JavaScript) over the tables the rest of gitlease writes,
 // and the few actions that fix things. It reads through the sqlc queries of
 // db/queries/ui.sql and changes items only through queue.Store and GitHub
-// writes only through github.Outbox. See docs/ui.md and SPEC §10.
+// writes only through github.Outbox. See docs/ui.md.
 package ui
 
 import (

@@ -243,7 +243,7 @@ func (j *job) run() {
 }
 
 // checkOrigin keeps isGitHub only for an item the webhook intake created
-// from a verified delivery (SPEC §7): a dispatch naming a GitHub subject
+// from a verified delivery (docs/queue.md): a dispatch naming a GitHub subject
 // over /rpc gets no installation token and waits for no branch. A remote
 // worker cannot tell, and never mints tokens: its check is the server's,
 // which provisions nothing for such an item.

@@ -55,7 +55,7 @@ func closedWithin(conn net.Conn, trickle []byte, step, limit time.Duration) (boo
 
 // TestHTTPServerCutsOffSlowClients: a client sending its body a byte at a
 // time, one stalling in its headers, and an idle keep-alive connection are
-// each disconnected by the server (SPEC §5); a header block over
+// each disconnected by the server (docs/http.md); a header block over
 // MaxHeaderBytes is refused. Bounds are shortened to keep the test short;
 // the limit each waits for is many times the bound, so a slow machine
 // does not fail it, while a server without the bound would hold the
@@ -114,7 +114,7 @@ func TestHTTPServerCutsOffSlowClients(t *testing.T) {
 	})
 }
 
-// TestHTTPServerDefaults: the production server carries SPEC §5's bounds.
+// TestHTTPServerDefaults: the production server carries the bounds of docs/http.md.
 func TestHTTPServerDefaults(t *testing.T) {
 	srv := newHTTPServer(http.NotFoundHandler(), httpBounds{})
 	got := []any{srv.ReadHeaderTimeout, srv.ReadTimeout, srv.IdleTimeout, srv.MaxHeaderBytes}

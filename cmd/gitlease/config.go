@@ -59,7 +59,7 @@ type config struct {
 	WorkerEnv []string
 	// MaxInflightBody bounds the webhook body bytes held at once.
 	MaxInflightBody int64
-	// HTTP bounds the HTTP server (SPEC §5); not a setting, tests shorten it.
+	// HTTP bounds the HTTP server (docs/http.md); not a setting, tests shorten it.
 	HTTP httpBounds
 	// GitHubWritesPerSec paces each GitHub credential's writes after a
 	// burst of 5; 0 leaves them unpaced.
@@ -67,7 +67,7 @@ type config struct {
 	// DeliveryRetention is how long webhook delivery records are kept.
 	DeliveryRetention time.Duration
 	// RedeliverInterval is the time between redelivery scans (0: none);
-	// RedeliverLookback how far back the first one looks (SPEC §6.1).
+	// RedeliverLookback how far back the first one looks (docs/webhook.md).
 	RedeliverInterval time.Duration
 	RedeliverLookback time.Duration
 }

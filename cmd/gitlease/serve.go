@@ -290,7 +290,7 @@ func warnRootWorker(logger *slog.Logger, euid int, cfg config) {
 	}
 }
 
-// httpBounds are the http.Server limits of SPEC §5. Zero fields take the
+// httpBounds are the http.Server limits of docs/http.md. Zero fields take the
 // spec's values; tests shorten them.
 type httpBounds struct {
 	ReadHeaderTimeout time.Duration // 10s

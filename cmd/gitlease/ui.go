@@ -40,7 +40,7 @@ func secretSetting(env string) (app.Secret, error) {
 	return app.Secret(strings.TrimSpace(v)), nil
 }
 
-// loadUIConfig reads the dashboard's tokens (SPEC §3): GITLEASE_UI_TOKEN
+// loadUIConfig reads the dashboard's tokens (docs/configuration.md): GITLEASE_UI_TOKEN
 // (every action; unset disables /ui) and GITLEASE_UI_VIEW_TOKEN (read-only).
 func loadUIConfig(c *config) error {
 	var err error
