@@ -62,7 +62,11 @@ func runFaultWorkload(t *testing.T, bin string, sc scale, faulty bool, seed uint
 	defer cancel()
 	start := time.Now()
 	if faulty {
-		time.AfterFunc(2*time.Second, func() { gh.PrimaryRateLimit(20, 3*time.Second) })
+		// An 8 s window: the limiter holds a credential after each secondary
+		// limit and token minting waits on the App's own, so a short run can
+		// make no installation call for a few seconds, and a narrower
+		// window would then refuse nothing.
+		time.AfterFunc(2*time.Second, func() { gh.PrimaryRateLimit(20, 8*time.Second) })
 	}
 	snd.run(ctx, ds, 4, 50*time.Millisecond, nil)
 	snd.run(ctx, replays, 2, 50*time.Millisecond, nil)
