@@ -144,7 +144,8 @@ func (q *Queries) OutboxFail(ctx context.Context, db DBTX, arg OutboxFailParams)
 
 const outboxFailInstallation = `-- name: OutboxFailInstallation :execrows
 UPDATE outbox o
-SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2::text
+SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2::text,
+    last_answer = 'not sent: ' || $2::text
 WHERE o.status = 'pending' AND (
     EXISTS (SELECT 1 FROM work_items w
             WHERE w.id = o.entry_id
@@ -167,6 +168,7 @@ type OutboxFailInstallationParams struct {
 // repositories removed from it, when repository_ids is not empty): they
 // are marked failed with the reason instead of being sent. Items' rows are
 // found through their dispatch, standalone check runs through their payload.
+// Their last answer says why they were not sent, not an older attempt's.
 func (q *Queries) OutboxFailInstallation(ctx context.Context, db DBTX, arg OutboxFailInstallationParams) (int64, error) {
 	result, err := db.Exec(ctx, outboxFailInstallation,
 		arg.Now,

@@ -92,8 +92,10 @@ SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND a
 -- repositories removed from it, when repository_ids is not empty): they
 -- are marked failed with the reason instead of being sent. Items' rows are
 -- found through their dispatch, standalone check runs through their payload.
+-- Their last answer says why they were not sent, not an older attempt's.
 UPDATE outbox o
-SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @reason::text
+SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @reason::text,
+    last_answer = 'not sent: ' || @reason::text
 WHERE o.status = 'pending' AND (
     EXISTS (SELECT 1 FROM work_items w
             WHERE w.id = o.entry_id
