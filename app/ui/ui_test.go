@@ -477,7 +477,7 @@ func TestGitHubWritesShowGitHubsAnswers(t *testing.T) {
 	}
 	refusal := "422 POST /repos/acme/widgets/check-runs: No commit found for SHA: 0123abc"
 	if err := f.q.OutboxFail(ctx, f.pool, dbq.OutboxFailParams{ID: row(refused).ID, Now: f.clk.Now(),
-		LastError: ptr("create check run: POST https://api.github.com/repos/acme/widgets/check-runs: 422 No commit found for SHA: 0123abc []"),
+		LastError:  ptr("create check run: POST https://api.github.com/repos/acme/widgets/check-runs: 422 No commit found for SHA: 0123abc []"),
 		LastAnswer: ptr(refusal)}); err != nil {
 		t.Fatal(err)
 	}
