@@ -515,18 +515,25 @@ func TestChildEnvIsAnAllowList(t *testing.T) {
 	}
 }
 
+// newRPCQueue is newQueue behind a real /rpc endpoint, with a client of it.
+func newRPCQueue(t *testing.T, ttl time.Duration) (*queue.Store, *pgxpool.Pool, *rpc.Client) {
+	t.Helper()
+	store, pool := newQueue(t, ttl)
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	t.Cleanup(srv.Close)
+	client, err := rpc.NewClient(srv.URL+"/rpc", "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, pool, client
+}
+
 // TestRemoteWorkerOverRPC runs the remote worker loop in-process against a
 // real /rpc endpoint: lease, renew, provisioning wait and completion all go
 // over JSON-RPC.
 func TestRemoteWorkerOverRPC(t *testing.T) {
 	t.Parallel()
-	store, pool := newQueue(t, 3*time.Second)
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
-	t.Cleanup(srv.Close)
-	client, err := rpc.NewClient(srv.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, pool, client := newRPCQueue(t, 3*time.Second)
 	dir := t.TempDir()
 	ok := issueItem(t, store, 1, false)
 	bad := issueItem(t, store, 2, false)
@@ -578,13 +585,7 @@ test "$GITLEASE_ENTRY_ID" != '`+bad.EntryID+`'
 // from a webhook still waits for its branch.
 func TestRemoteWorkerRunsRPCIssueItemsWithoutWaiting(t *testing.T) {
 	t.Parallel()
-	store, pool := newQueue(t, time.Minute)
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
-	t.Cleanup(srv.Close)
-	client, err := rpc.NewClient(srv.URL+"/rpc", "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, pool, client := newRPCQueue(t, time.Minute)
 	ctx := context.Background()
 	var viaRPC queue.EnqueueResult
 	if err := client.Call(ctx, "queue/v2/enqueue", map[string]any{
@@ -641,13 +642,7 @@ func TestRemoteWorkerRunsRPCIssueItemsWithoutWaiting(t *testing.T) {
 // releases its item over /rpc.
 func TestRemoteWorkerShutdownReleases(t *testing.T) {
 	t.Parallel()
-	store, pool := newQueue(t, time.Minute)
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
-	t.Cleanup(srv.Close)
-	client, err := rpc.NewClient(srv.URL+"/rpc", "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, _, client := newRPCQueue(t, time.Minute)
 	dir := t.TempDir()
 	it := issueItem(t, store, 1, false)
 	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 1, OwnerID: "remote-test", Grace: 200 * time.Millisecond,
