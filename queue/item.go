@@ -173,6 +173,12 @@ type View struct {
 	Repository     *Reservation  `json:"repository,omitempty"`
 	Provisioning   *Provisioning `json:"provisioning,omitempty"`
 	CheckRunID     int64         `json:"check_run_id,omitempty"`
+	// FromGitHub says whether the item came from a verified delivery, so
+	// gitlease provisions its branch and writes its check run (SPEC §7);
+	// false for an item enqueued over /rpc or stdio, which is a queue item
+	// only, whatever its subject. gitlease always sends it; nil is an
+	// older server's answer, which does not say.
+	FromGitHub *bool `json:"from_github,omitempty"`
 }
 
 // View returns the item's gitlease/entry/get form, without what only the
@@ -188,6 +194,7 @@ func (it Item) View() View {
 		WorkflowID:     deref(it.row.WorkflowID),
 		Execution:      it.Fence(),
 		Repository:     it.Reservation(),
+		FromGitHub:     ptr(it.FromGitHub()),
 	}
 	if it.row.FinishedAt != nil {
 		v.FinishedAt = &EntryTime{*it.row.FinishedAt}

@@ -26,15 +26,19 @@ func fitTitle(s string) string {
 
 // fitText cuts a check run summary or text to GitHub's 65535 bytes, on a
 // UTF-8 boundary, ending it with a note that it was cut.
-func fitText(s string) string {
-	if len(s) <= maxTextBytes {
+func fitText(s string) string { return cutBytes(s, maxTextBytes, cutNote) }
+
+// cutBytes cuts s to at most limit bytes on a UTF-8 boundary, ending it
+// with note when it was cut.
+func cutBytes(s string, limit int, note string) string {
+	if len(s) <= limit {
 		return s
 	}
-	n := maxTextBytes - len(cutNote)
+	n := limit - len(note)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + cutNote
+	return s[:n] + note
 }
 
 // detailsURL is the item's dashboard page under the public URL, "" when

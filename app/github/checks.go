@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	gh "github.com/google/go-github/v66/github"
@@ -43,7 +44,7 @@ func toGitHub(rowID int64, anns []Annotation) []*gh.CheckRunAnnotation {
 // and never twice. What the check run shows is recorded, so a clean run
 // never reads it back: a pull-request item costs three calls (created,
 // in progress, completed), an issue item two.
-func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, made *bool) error {
+func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) error {
 	var u checkRunUpdate
 	if err := decodePayload(row, &u); err != nil {
 		return err
@@ -96,11 +97,11 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, made *bool) e
 		if u.Text != "" {
 			opts.Output.Text = gh.String(u.Text)
 		}
-		run, found, err := createCheckRun(ctx, r, c, owner, repo, opts, row.Attempts > 1)
+		run, found, err := createCheckRun(ctx, r, c, owner, repo, opts, row.Attempts > 1, at)
 		if err != nil {
 			return err
 		}
-		*made = true
+		at.made = true
 		runID = run.GetID()
 		if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID, CheckRunID: &runID}); err != nil {
 			return fmt.Errorf("record check run: %w", err)
@@ -111,7 +112,7 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, made *bool) e
 			if anns, err = withoutWritten(ctx, r, c, owner, repo, runID, anns); err != nil {
 				return err
 			}
-			if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, u, anns[:min(len(anns), maxAnnotations)]); err != nil {
+			if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, u, anns[:min(len(anns), maxAnnotations)], at); err != nil {
 				return err
 			}
 			rest = anns[min(len(anns), maxAnnotations):]
@@ -121,14 +122,14 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, made *bool) e
 				return err
 			}
 		}
-	} else if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, u, first); err != nil {
+	} else if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, u, first, at); err != nil {
 		return err
 	}
-	*made = true
+	at.made = true
 	for len(rest) > 0 {
 		chunk := rest[:min(len(rest), maxAnnotations)]
 		rest = rest[len(chunk):]
-		if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, checkRunUpdate{}, chunk); err != nil {
+		if err := s.updateCheckRun(ctx, c, owner, repo, w, runID, &shown, checkRunUpdate{}, chunk, at); err != nil {
 			return err
 		}
 	}
@@ -148,10 +149,11 @@ func (s *Sender) recordShown(ctx context.Context, w dbq.WorkItem, o shownOutput)
 
 // createCheckRun creates a check run, looking for it by external ID first
 // when an earlier try's answer may have been lost (retried says an earlier
-// attempt of the row was made); found says it existed.
-func createCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo string, opts gh.CreateCheckRunOptions, retried bool) (*gh.CheckRun, bool, error) {
+// attempt of the row was made); found says it existed. It writes GitHub's
+// answer down in at.
+func createCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo string, opts gh.CreateCheckRunOptions, retried bool, at *attempt) (*gh.CheckRun, bool, error) {
 	found := false
-	run, err := call(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
+	run, status, err := callStatus(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
 		if lost || retried {
 			if run, err := findCheckRun(ctx, r, c, owner, repo, opts.HeadSHA, opts.GetExternalID()); err != nil || run != nil {
 				found = run != nil
@@ -163,7 +165,20 @@ func createCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo st
 	if err != nil {
 		return nil, false, fmt.Errorf("create check run: %w", err)
 	}
+	if found {
+		at.answered(http.StatusOK, "found check run %d on %s (an earlier try created it)", run.GetID(), opts.HeadSHA)
+	} else {
+		at.answered(status, "created check run %d on %s (%s)", run.GetID(), opts.HeadSHA, runState(run.GetStatus(), run.GetConclusion()))
+	}
 	return run, found, nil
+}
+
+// runState is a check run's status, with its conclusion once completed.
+func runState(status, conclusion string) string {
+	if conclusion != "" {
+		return status + "/" + conclusion
+	}
+	return status
 }
 
 func orDefault(v, def string) string {
@@ -176,8 +191,8 @@ func orDefault(v, def string) string {
 // updateCheckRun moves check run runID to u's state (if any) and adds anns,
 // recording what it then shows in *shown. An annotations-only update keeps
 // the current title and summary. A retry after a lost answer drops the
-// annotations that answer wrote.
-func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, w dbq.WorkItem, runID int64, shown *shownOutput, u checkRunUpdate, anns []*gh.CheckRunAnnotation) error {
+// annotations that answer wrote. GitHub's answer is written down in at.
+func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, w dbq.WorkItem, runID int64, shown *shownOutput, u checkRunUpdate, anns []*gh.CheckRunAnnotation, at *attempt) error {
 	if u.Status == "" && len(anns) == 0 {
 		return nil
 	}
@@ -196,7 +211,7 @@ func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo s
 		}
 	}
 	r := s.gh.retries
-	_, err := call(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
+	run, status, err := callStatus(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
 		if lost && len(anns) > 0 {
 			var err error
 			if anns, err = withoutWritten(ctx, r, c, owner, repo, runID, anns); err != nil {
@@ -209,6 +224,14 @@ func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo s
 	if err != nil {
 		return fmt.Errorf("update check run %d: %w", runID, err)
 	}
+	what := fmt.Sprintf("updated check run %d", runID)
+	if u.Status != "" {
+		what += " (" + runState(run.GetStatus(), run.GetConclusion()) + ")"
+	}
+	if n := len(opts.Output.Annotations); n > 0 {
+		what += fmt.Sprintf(", %d annotation%s", n, plural(n))
+	}
+	at.answered(status, "%s", what)
 	if next != *shown {
 		*shown = next
 		return s.recordShown(ctx, w, next)
@@ -283,7 +306,7 @@ func withoutWritten(ctx context.Context, r Retries, c *gh.Client, owner, repo st
 
 // sendStandalone creates a concluded check run on a commit that is not an
 // item's, once: a retry looks for its external ID before it creates.
-func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox) error {
+func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox, at *attempt) error {
 	var sc standaloneCheckRun
 	if err := decodePayload(row, &sc); err != nil {
 		return err
@@ -298,6 +321,13 @@ func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox) error {
 		Status: gh.String("completed"), Conclusion: gh.String(sc.Conclusion),
 		Output: &gh.CheckRunOutput{Title: gh.String(fitTitle(sc.Title)), Summary: gh.String(fitText(sc.Summary))},
 	}
-	_, _, err = createCheckRun(ctx, s.gh.retries, c, owner, repo, opts, row.Attempts > 1)
+	_, _, err = createCheckRun(ctx, s.gh.retries, c, owner, repo, opts, row.Attempts > 1, at)
 	return err
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -42,6 +42,8 @@ type Provisioner struct {
 	Retries Retries
 	// Progress records what a step created; nil records nothing.
 	Progress Progress
+	// att, when set, writes down what GitHub answered each step.
+	att *attempt
 }
 
 // Progress records provisioning steps as they get through.
@@ -80,7 +82,9 @@ func (p Provisioner) Provision(ctx context.Context, c *gh.Client, spec Provision
 		p.Progress = noProgress{}
 	}
 	sha := from.BranchSHA
-	if sha == "" {
+	if sha != "" {
+		p.att.answered(0, "branch %s at %s (created by an earlier attempt)", spec.HeadBranch, sha)
+	} else {
 		var err error
 		if sha, err = p.ensureBranch(ctx, c, spec, from.StartCommitSHA); err != nil {
 			return Provisioned{}, err
@@ -95,10 +99,20 @@ func (p Provisioner) Provision(ctx context.Context, c *gh.Client, spec Provision
 
 // call runs one GitHub call with in-place retries.
 func call[T any](ctx context.Context, r Retries, f func(lost bool) (T, *gh.Response, error)) (T, error) {
-	return retryCall(ctx, r, func(_ int, lost bool) (T, error) {
-		v, _, err := f(lost)
+	v, _, err := callStatus(ctx, r, f)
+	return v, err
+}
+
+// callStatus is call that also returns the HTTP status of the last answer
+// (0 when f answered from a lookup rather than with a response of its own).
+func callStatus[T any](ctx context.Context, r Retries, f func(lost bool) (T, *gh.Response, error)) (T, int, error) {
+	status := 0
+	v, err := retryCall(ctx, r, func(_ int, lost bool) (T, error) {
+		v, resp, err := f(lost)
+		status = statusOf(resp)
 		return v, err
 	})
+	return v, status, err
 }
 
 // getBranch returns the SHA the head branch points at, "" when it does
@@ -126,7 +140,7 @@ func (p Provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec Provis
 			return "", err
 		}
 	}
-	created, err := call(ctx, p.Retries, func(lost bool) (*gh.Reference, *gh.Response, error) {
+	created, status, err := callStatus(ctx, p.Retries, func(lost bool) (*gh.Reference, *gh.Response, error) {
 		if lost { // an earlier try may have created it: use it as it is
 			if sha, err := p.getBranch(ctx, c, spec); err != nil || sha != "" {
 				return &gh.Reference{Object: &gh.GitObject{SHA: gh.String(sha)}}, nil, err
@@ -137,12 +151,20 @@ func (p Provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec Provis
 		})
 	})
 	sha := created.GetObject().GetSHA()
-	if isStatus(err, http.StatusUnprocessableEntity) {
+	switch {
+	case isStatus(err, http.StatusUnprocessableEntity):
 		// It exists (an earlier generation's, or one whose answer was
 		// lost): use it as it is, never move it.
 		if sha, err = p.getBranch(ctx, c, spec); err == nil && sha == "" {
 			err = fmt.Errorf("branch %s: GitHub said it exists, then that it does not", spec.HeadBranch)
 		}
+		if err == nil {
+			p.att.answered(http.StatusUnprocessableEntity, "branch %s exists; found it at %s", spec.HeadBranch, sha)
+		}
+	case err == nil && status == 0:
+		p.att.answered(http.StatusOK, "found branch %s at %s (an earlier try created it)", spec.HeadBranch, sha)
+	case err == nil:
+		p.att.answered(status, "created branch %s at %s", spec.HeadBranch, sha)
 	}
 	if err != nil {
 		return "", fmt.Errorf("create branch %s: %w", spec.HeadBranch, err)
@@ -209,16 +231,27 @@ func (p Provisioner) ensurePullRequest(ctx context.Context, c *gh.Client, spec P
 		}
 		return c.PullRequests.Create(ctx, spec.Owner, spec.Repo, np)
 	}
-	pr, err := call(ctx, p.Retries, create)
+	pr, status, err := callStatus(ctx, p.Retries, create)
 	if err != nil && isStatus(err, http.StatusUnprocessableEntity) && strings.Contains(strings.ToLower(errText(err)), "draft") {
 		np.Draft = gh.Bool(false) // the repository does not allow drafts
-		pr, err = call(ctx, p.Retries, create)
+		pr, status, err = callStatus(ctx, p.Retries, create)
 	}
 	if err == nil {
+		switch {
+		case status == 0:
+			p.att.answered(http.StatusOK, "found open pull request #%d (an earlier try opened it)", pr.GetNumber())
+		case pr.GetDraft():
+			p.att.answered(status, "opened draft pull request #%d", pr.GetNumber())
+		default:
+			p.att.answered(status, "opened pull request #%d", pr.GetNumber())
+		}
 		return pr, nil
 	}
 	if isStatus(err, http.StatusUnprocessableEntity) {
 		if pr, ferr := p.findPullRequest(ctx, c, spec); pr != nil || ferr != nil {
+			if pr != nil {
+				p.att.answered(http.StatusUnprocessableEntity, "pull request exists; found open pull request #%d", pr.GetNumber())
+			}
 			return pr, ferr
 		}
 	}
@@ -258,7 +291,7 @@ func (p Provisioner) findPullRequest(ctx context.Context, c *gh.Client, spec Pro
 // provision performs a provision row: only while the lease that asked is
 // still the item's current lease, and it records the result only for that
 // lease generation (a stale lease's result is discarded).
-func (s *Sender) provision(ctx context.Context, row dbq.Outbox, made *bool) error {
+func (s *Sender) provision(ctx context.Context, row dbq.Outbox, at *attempt) error {
 	var req provisionRequest
 	if err := decodePayload(row, &req); err != nil {
 		return err
@@ -269,7 +302,9 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, made *bool) erro
 	}
 	w, m, c := t.w, t.m, t.c
 	if w.Status != "assigned" || w.LeaseGeneration != req.LeaseGeneration || t.g.Branch != nil {
-		return nil // superseded or done: a newer lease asks again if it needs to
+		// Superseded or done: a newer lease asks again if it needs to.
+		at.answered(0, "nothing sent: the item is provisioned already or its lease moved on")
+		return nil
 	}
 	if w.BaseRef == nil || w.HeadRef == nil {
 		return &permanentError{errors.New("issue item has no reservation")}
@@ -287,8 +322,8 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, made *bool) erro
 		IssueNumber: m.Number, Title: d.Subject.Title, QualifiedID: deref(w.CanonicalID),
 		Generation: uint64(derefInt(w.SubjectGeneration)), EntryID: w.ID.String(),
 	}
-	prog := &itemProgress{s: s, entry: w.ID, made: made}
-	got, err := Provisioner{Retries: s.gh.retries, Progress: prog}.Provision(ctx, c, spec,
+	prog := &itemProgress{s: s, entry: w.ID, at: at}
+	got, err := Provisioner{Retries: s.gh.retries, Progress: prog, att: at}.Provision(ctx, c, spec,
 		Resume{StartCommitSHA: deref(t.g.StartCommitSha), BranchSHA: deref(t.g.BranchSha)})
 	if err != nil {
 		return err
@@ -298,6 +333,7 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, made *bool) erro
 		PrNumber: int32(got.PullRequestNumber), PrUrl: got.PullRequestURL,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
+		at.answered(0, "result not recorded: the lease moved on")
 		s.logger.InfoContext(ctx, "provisioning result discarded: the lease moved on", "entry_id", w.ID.String())
 		return nil
 	}
@@ -311,11 +347,11 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, made *bool) erro
 type itemProgress struct {
 	s     *Sender
 	entry uuid.UUID
-	made  *bool // set once a step got through
+	at    *attempt // made once a step got through
 }
 
 func (p *itemProgress) StartCommit(ctx context.Context, sha string) error {
-	*p.made = true
+	p.at.made = true
 	if err := p.s.q.GitHubItemRecordStartCommit(ctx, p.s.pool, dbq.GitHubItemRecordStartCommitParams{EntryID: p.entry, Sha: sha}); err != nil {
 		return fmt.Errorf("record the initial commit: %w", err)
 	}
@@ -323,7 +359,7 @@ func (p *itemProgress) StartCommit(ctx context.Context, sha string) error {
 }
 
 func (p *itemProgress) Branch(ctx context.Context, sha string) error {
-	*p.made = true
+	p.at.made = true
 	if err := p.s.q.GitHubItemRecordBranchSHA(ctx, p.s.pool, dbq.GitHubItemRecordBranchSHAParams{EntryID: p.entry, Sha: sha}); err != nil {
 		return fmt.Errorf("record the branch: %w", err)
 	}

@@ -155,9 +155,9 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 			// sender ever takes it up while this one still writes.
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.LockFor*3/4)
 			defer cancel()
-			var made bool
-			err := s.process(rctx, row, &made)
-			s.settle(ctx, row, made, err)
+			var at attempt
+			err := s.process(rctx, row, &at)
+			s.settle(ctx, row, &at, err)
 		}()
 	}
 	wg.Wait()
@@ -170,22 +170,24 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// process performs one row, setting *made once one of its steps got
-// through (so its backoff starts over if a later step fails).
-func (s *Sender) process(ctx context.Context, row dbq.Outbox, made *bool) error {
+// process performs one row, recording in at whether one of its steps got
+// through (so its backoff starts over if a later step fails) and what
+// GitHub answered.
+func (s *Sender) process(ctx context.Context, row dbq.Outbox, at *attempt) error {
 	switch row.Kind {
 	case kindCheckRun:
-		return s.sendCheckRun(ctx, row, made)
+		return s.sendCheckRun(ctx, row, at)
 	case kindProvision:
-		return s.provision(ctx, row, made)
+		return s.provision(ctx, row, at)
 	case kindStandalone:
-		return s.sendStandalone(ctx, row)
+		return s.sendStandalone(ctx, row, at)
 	}
 	return &permanentError{fmt.Errorf("unknown outbox kind %q", row.Kind)}
 }
 
-// settle records the outcome of one row; made says a step got through.
-func (s *Sender) settle(ctx context.Context, row dbq.Outbox, made bool, err error) {
+// settle records the outcome of one row and GitHub's answers to it (at;
+// at.made says a step got through).
+func (s *Sender) settle(ctx context.Context, row dbq.Outbox, at *attempt, err error) {
 	now := s.cfg.Now()
 	log := s.logger.With("outbox_id", row.ID, "kind", row.Kind, "attempt", row.Attempts)
 	if row.EntryID != nil {
@@ -194,18 +196,20 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, made bool, err erro
 	// Settle even if ctx was cancelled mid-write: the claim must not linger.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	at.failed(err)
+	answer := at.answer()
 	var dbErr error
 	if err == nil {
-		dbErr = s.q.OutboxDone(sctx, s.pool, dbq.OutboxDoneParams{ID: row.ID, Now: now})
-	} else if retryAt, permanent := s.retryAt(row, made, err, now); permanent {
+		dbErr = s.q.OutboxDone(sctx, s.pool, dbq.OutboxDoneParams{ID: row.ID, Now: now, LastAnswer: answer})
+	} else if retryAt, permanent := s.retryAt(row, at.made, err, now); permanent {
 		log.ErrorContext(ctx, "GitHub write failed permanently", "err", err)
-		dbErr = s.q.OutboxFail(sctx, s.pool, dbq.OutboxFailParams{ID: row.ID, Now: now, LastError: ptr(err.Error())})
-	} else if made {
+		dbErr = s.q.OutboxFail(sctx, s.pool, dbq.OutboxFailParams{ID: row.ID, Now: now, LastError: ptr(err.Error()), LastAnswer: answer})
+	} else if at.made {
 		log.WarnContext(ctx, "GitHub write will be resumed", "err", err, "retry_at", retryAt)
-		dbErr = s.q.OutboxRetryAfterProgress(sctx, s.pool, dbq.OutboxRetryAfterProgressParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error())})
+		dbErr = s.q.OutboxRetryAfterProgress(sctx, s.pool, dbq.OutboxRetryAfterProgressParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error()), LastAnswer: answer})
 	} else {
 		log.WarnContext(ctx, "GitHub write will be retried", "err", err, "retry_at", retryAt)
-		dbErr = s.q.OutboxRetry(sctx, s.pool, dbq.OutboxRetryParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error())})
+		dbErr = s.q.OutboxRetry(sctx, s.pool, dbq.OutboxRetryParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error()), LastAnswer: answer})
 	}
 	if dbErr != nil {
 		log.ErrorContext(ctx, "could not settle outbox row; its claim will expire", "err", dbErr)

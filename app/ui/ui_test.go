@@ -456,6 +456,44 @@ func TestRetryFailedGitHubWrite(t *testing.T) {
 	}
 }
 
+// TestGitHubWritesShowGitHubsAnswers: the item page and /ui/outbox show
+// what GitHub answered each write, a sent one's as well as a refused one's.
+func TestGitHubWritesShowGitHubsAnswers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, adminConfig())
+	ctx := context.Background()
+	sent, refused := f.enqueue("github_pull_request", "acme/widgets", 5), f.enqueue("github_pull_request", "acme/widgets", 6)
+	row := func(id string) dbq.Outbox {
+		t.Helper()
+		writes, err := f.q.UIOutboxOfEntry(ctx, f.pool, ptr(uuid.MustParse(id)))
+		if err != nil || len(writes) != 1 {
+			t.Fatalf("writes of %s: %v %v", id, writes, err)
+		}
+		return writes[0]
+	}
+	created := "201 created check run 123 on 0123abc (queued)"
+	if err := f.q.OutboxDone(ctx, f.pool, dbq.OutboxDoneParams{ID: row(sent).ID, Now: f.clk.Now(), LastAnswer: ptr(created)}); err != nil {
+		t.Fatal(err)
+	}
+	refusal := "422 POST /repos/acme/widgets/check-runs: No commit found for SHA: 0123abc"
+	if err := f.q.OutboxFail(ctx, f.pool, dbq.OutboxFailParams{ID: row(refused).ID, Now: f.clk.Now(),
+		LastError:  ptr("create check run: POST https://api.github.com/repos/acme/widgets/check-runs: 422 No commit found for SHA: 0123abc []"),
+		LastAnswer: ptr(refusal)}); err != nil {
+		t.Fatal(err)
+	}
+	b := f.signIn(viewToken)
+	if r := b.get("/ui/items/" + sent); r.code != http.StatusOK || !strings.Contains(r.body, created) || strings.Contains(r.body, ">accepted<") {
+		t.Errorf("item page of a sent write (%d) does not show GitHub's answer %q", r.code, created)
+	}
+	for _, path := range []string{"/ui/items/" + refused, "/ui/outbox?status=failed"} {
+		r := b.get(path)
+		if r.code != http.StatusOK || !strings.Contains(r.body, `<span class="bad" title="create check run: POST https://api.github.com`) ||
+			!strings.Contains(r.body, refusal) {
+			t.Errorf("%s (%d) does not show GitHub's refusal %q", path, r.code, refusal)
+		}
+	}
+}
+
 // reconciler is a Reconciler that counts its scans.
 type reconciler struct{ scans atomic.Int64 }
 

@@ -157,7 +157,7 @@ type job struct {
 	entryID  string
 	dispatch json.RawMessage
 	meta     webhook.ItemMeta
-	isGitHub bool // the dispatch names a GitHub subject and, built in, the item came from a verified delivery
+	isGitHub bool // the dispatch names a GitHub subject and the item came from a verified delivery, as far as the worker knows yet
 	log      *slog.Logger
 
 	mu    sync.Mutex
@@ -245,8 +245,8 @@ func (j *job) run() {
 // checkOrigin keeps isGitHub only for an item the webhook intake created
 // from a verified delivery (docs/queue.md): a dispatch naming a GitHub subject
 // over /rpc gets no installation token and waits for no branch. A remote
-// worker cannot tell, and never mints tokens: its check is the server's,
-// which provisions nothing for such an item.
+// worker has no store: it reads the origin off gitlease/entry/get's
+// from_github in awaitProvisioning, and never mints tokens.
 func (j *job) checkOrigin(ctx context.Context) error {
 	if !j.isGitHub || j.w.store == nil {
 		return nil
@@ -314,7 +314,9 @@ func (j *job) renewLoop(ctx context.Context) {
 }
 
 // awaitProvisioning waits, for an issue item from GitHub, until its branch
-// and pull request are recorded, and returns them. It gives up waiting after
+// and pull request are recorded, and returns them. An item the server says
+// did not come from GitHub (from_github false: enqueued over /rpc or
+// stdio) gets no branch, so it returns nil at once. It gives up waiting after
 // ProvisionWait and returns nil: the command then runs without them (the
 // outbox keeps trying; releasing would only lease the item again into the
 // same wait). It returns a *lostError when the item moved on, errShutdown
@@ -344,6 +346,11 @@ func (j *job) awaitProvisioning(ctx context.Context) (*queue.Provisioning, error
 			return nil, &lostError{Outcome: queue.OutcomeStaleFence, Reason: "queue entry is " + v.Status + " under another lease"}
 		case v.Provisioning != nil && v.Provisioning.Branch != "":
 			return v.Provisioning, nil
+		case v.FromGitHub != nil && !*v.FromGitHub:
+			// Nobody provisions it (an older server does not say, and is
+			// waited on as before).
+			j.isGitHub = false
+			return nil, nil
 		}
 		select {
 		case <-j.lost:

@@ -515,18 +515,25 @@ func TestChildEnvIsAnAllowList(t *testing.T) {
 	}
 }
 
+// newRPCQueue is newQueue behind a real /rpc endpoint, with a client of it.
+func newRPCQueue(t *testing.T, ttl time.Duration) (*queue.Store, *pgxpool.Pool, *rpc.Client) {
+	t.Helper()
+	store, pool := newQueue(t, ttl)
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	t.Cleanup(srv.Close)
+	client, err := rpc.NewClient(srv.URL+"/rpc", "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, pool, client
+}
+
 // TestRemoteWorkerOverRPC runs the remote worker loop in-process against a
 // real /rpc endpoint: lease, renew, provisioning wait and completion all go
 // over JSON-RPC.
 func TestRemoteWorkerOverRPC(t *testing.T) {
 	t.Parallel()
-	store, pool := newQueue(t, 3*time.Second)
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
-	t.Cleanup(srv.Close)
-	client, err := rpc.NewClient(srv.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, pool, client := newRPCQueue(t, 3*time.Second)
 	dir := t.TempDir()
 	ok := issueItem(t, store, 1, false)
 	bad := issueItem(t, store, 2, false)
@@ -571,17 +578,71 @@ test "$GITLEASE_ENTRY_ID" != '`+bad.EntryID+`'
 	}
 }
 
+// TestRemoteWorkerRunsRPCIssueItemsWithoutWaiting: an issue item enqueued
+// over /rpc with github_issue metadata gets no branch (SPEC §7), and the
+// remote worker, which reads its origin off gitlease/entry/get's
+// from_github, runs its command at once, without GITHUB_TOKEN; an item
+// from a webhook still waits for its branch.
+func TestRemoteWorkerRunsRPCIssueItemsWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	store, pool, client := newRPCQueue(t, time.Minute)
+	ctx := context.Background()
+	var viaRPC queue.EnqueueResult
+	if err := client.Call(ctx, "queue/v2/enqueue", map[string]any{
+		"subject_dispatch": map[string]any{
+			"subject": map[string]any{"kind": webhook.KindIssue, "id": "1296269#4", "title": "Issue 4", "metadata": map[string]any{
+				"installation_id": 7, "repository_id": 1296269, "repository": "acme/widgets", "number": 4,
+				"html_url": "https://github.com/acme/widgets/issues/4"}},
+			"workflow_ref": "coding", "trigger_source": "github:issues.opened", "requested_at": "2026-10-01T11:59:58Z",
+		},
+		"repository": map[string]any{"repository": "acme/widgets", "base_ref": "refs/heads/main", "head_ref": "refs/heads/gitlease/issue-4"},
+	}, &viaRPC); err != nil {
+		t.Fatal(err)
+	}
+	viaWebhook := issueItem(t, store, 5, true)
+	for id, want := range map[string]bool{viaRPC.EntryID: false, viaWebhook.EntryID: true} {
+		if v, err := client.Entry(ctx, id); err != nil || v.FromGitHub == nil || *v.FromGitHub != want {
+			t.Fatalf("entry/get of %s: from_github %v (%v), want %t", id, v.FromGitHub, err, want)
+		}
+	}
+	dir := t.TempDir()
+	// The wait would outlast the test: only not waiting completes the item.
+	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 2, OwnerID: "remote-test", Poll: 200 * time.Millisecond, ProvisionWait: time.Hour,
+		Env:  []string{"PATH=" + os.Getenv("PATH")}, // a worker host without a GITHUB_TOKEN of its own
+		Exec: script(t, `env > '`+dir+`/env.'"$GITLEASE_ENTRY_ID"`+"\n")}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	waitStatus(t, store, viaRPC.EntryID, queue.StatusCompleted, 20*time.Second)
+	env := readEnv(t, dir+"/env."+viaRPC.EntryID)
+	if _, set := env["GITHUB_TOKEN"]; set || env["GITLEASE_ENTRY_ID"] != viaRPC.EntryID || env["GITLEASE_HEAD_SHA"] != "" {
+		t.Errorf("the RPC item's command env: GITHUB_TOKEN set %t, GITLEASE_ENTRY_ID %q, GITLEASE_HEAD_SHA %q", set, env["GITLEASE_ENTRY_ID"], env["GITLEASE_HEAD_SHA"])
+	}
+	waitStatus(t, store, viaWebhook.EntryID, queue.StatusAssigned, 20*time.Second)
+	if fileExists(dir + "/env." + viaWebhook.EntryID) {
+		t.Fatal("the webhook item's command ran before its branch was provisioned")
+	}
+	if _, err := dbq.New().GitHubItemRecordProvisioning(ctx, pool, dbq.GitHubItemRecordProvisioningParams{
+		EntryID: uuid.MustParse(viaWebhook.EntryID), LeaseGeneration: 1, Branch: "gitlease/issue-5", HeadSha: "cafe",
+		PrNumber: 5, PrUrl: "https://github.com/acme/widgets/pull/5",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, store, viaWebhook.EntryID, queue.StatusCompleted, 20*time.Second)
+	if got := readEnv(t, dir+"/env."+viaWebhook.EntryID)["GITLEASE_HEAD_SHA"]; got != "cafe" {
+		t.Errorf("the webhook item's GITLEASE_HEAD_SHA = %q, want cafe", got)
+	}
+}
+
 // TestRemoteWorkerShutdownReleases: a remote worker stopped mid-command
 // releases its item over /rpc.
 func TestRemoteWorkerShutdownReleases(t *testing.T) {
 	t.Parallel()
-	store, pool := newQueue(t, time.Minute)
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
-	t.Cleanup(srv.Close)
-	client, err := rpc.NewClient(srv.URL+"/rpc", "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, _, client := newRPCQueue(t, time.Minute)
 	dir := t.TempDir()
 	it := issueItem(t, store, 1, false)
 	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 1, OwnerID: "remote-test", Grace: 200 * time.Millisecond,

@@ -58,6 +58,7 @@ type Outbox struct {
 	Status           string
 	FinishedAt       *time.Time
 	ProgressAttempts int32
+	LastAnswer       *string
 }
 
 type Redelivery struct {

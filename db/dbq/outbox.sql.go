@@ -49,7 +49,7 @@ WHERE o.id IN (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer
 `
 
 type OutboxClaimBatchParams struct {
@@ -88,6 +88,7 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 			&i.Status,
 			&i.FinishedAt,
 			&i.ProgressAttempts,
+			&i.LastAnswer,
 		); err != nil {
 			return nil, err
 		}
@@ -100,41 +101,51 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 }
 
 const outboxDone = `-- name: OutboxDone :exec
-UPDATE outbox SET status = 'done', finished_at = $1::timestamptz, locked_until = NULL, last_error = NULL
-WHERE id = $2 AND status = 'pending'
+UPDATE outbox SET status = 'done', finished_at = $1::timestamptz, locked_until = NULL, last_error = NULL,
+    last_answer = $2
+WHERE id = $3 AND status = 'pending'
 `
 
 type OutboxDoneParams struct {
-	Now time.Time
-	ID  int64
+	Now        time.Time
+	LastAnswer *string
+	ID         int64
 }
 
 // Only a pending row: one stopped meanwhile (its installation went away)
 // stays failed.
 func (q *Queries) OutboxDone(ctx context.Context, db DBTX, arg OutboxDoneParams) error {
-	_, err := db.Exec(ctx, outboxDone, arg.Now, arg.ID)
+	_, err := db.Exec(ctx, outboxDone, arg.Now, arg.LastAnswer, arg.ID)
 	return err
 }
 
 const outboxFail = `-- name: OutboxFail :exec
-UPDATE outbox SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2
-WHERE id = $3
+UPDATE outbox SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2,
+    last_answer = $3
+WHERE id = $4
 `
 
 type OutboxFailParams struct {
-	Now       time.Time
-	LastError *string
-	ID        int64
+	Now        time.Time
+	LastError  *string
+	LastAnswer *string
+	ID         int64
 }
 
 func (q *Queries) OutboxFail(ctx context.Context, db DBTX, arg OutboxFailParams) error {
-	_, err := db.Exec(ctx, outboxFail, arg.Now, arg.LastError, arg.ID)
+	_, err := db.Exec(ctx, outboxFail,
+		arg.Now,
+		arg.LastError,
+		arg.LastAnswer,
+		arg.ID,
+	)
 	return err
 }
 
 const outboxFailInstallation = `-- name: OutboxFailInstallation :execrows
 UPDATE outbox o
-SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2::text
+SET status = 'failed', finished_at = $1::timestamptz, locked_until = NULL, last_error = $2::text,
+    last_answer = 'not sent: ' || $2::text
 WHERE o.status = 'pending' AND (
     EXISTS (SELECT 1 FROM work_items w
             WHERE w.id = o.entry_id
@@ -157,6 +168,7 @@ type OutboxFailInstallationParams struct {
 // repositories removed from it, when repository_ids is not empty): they
 // are marked failed with the reason instead of being sent. Items' rows are
 // found through their dispatch, standalone check runs through their payload.
+// Their last answer says why they were not sent, not an older attempt's.
 func (q *Queries) OutboxFailInstallation(ctx context.Context, db DBTX, arg OutboxFailInstallationParams) (int64, error) {
 	result, err := db.Exec(ctx, outboxFailInstallation,
 		arg.Now,
@@ -246,37 +258,50 @@ func (q *Queries) OutboxPruneDone(ctx context.Context, db DBTX, arg OutboxPruneD
 }
 
 const outboxRetry = `-- name: OutboxRetry :exec
-UPDATE outbox SET available_at = $1::timestamptz, locked_until = NULL, last_error = $2
-WHERE id = $3
+UPDATE outbox SET available_at = $1::timestamptz, locked_until = NULL, last_error = $2,
+    last_answer = $3
+WHERE id = $4
 `
 
 type OutboxRetryParams struct {
 	AvailableAt time.Time
 	LastError   *string
+	LastAnswer  *string
 	ID          int64
 }
 
 func (q *Queries) OutboxRetry(ctx context.Context, db DBTX, arg OutboxRetryParams) error {
-	_, err := db.Exec(ctx, outboxRetry, arg.AvailableAt, arg.LastError, arg.ID)
+	_, err := db.Exec(ctx, outboxRetry,
+		arg.AvailableAt,
+		arg.LastError,
+		arg.LastAnswer,
+		arg.ID,
+	)
 	return err
 }
 
 const outboxRetryAfterProgress = `-- name: OutboxRetryAfterProgress :exec
 UPDATE outbox SET available_at = $1::timestamptz, locked_until = NULL, last_error = $2,
-    progress_attempts = attempts
-WHERE id = $3
+    last_answer = $3, progress_attempts = attempts
+WHERE id = $4
 `
 
 type OutboxRetryAfterProgressParams struct {
 	AvailableAt time.Time
 	LastError   *string
+	LastAnswer  *string
 	ID          int64
 }
 
 // Gives a row back after some of its steps got through: its backoff starts
 // over from this attempt.
 func (q *Queries) OutboxRetryAfterProgress(ctx context.Context, db DBTX, arg OutboxRetryAfterProgressParams) error {
-	_, err := db.Exec(ctx, outboxRetryAfterProgress, arg.AvailableAt, arg.LastError, arg.ID)
+	_, err := db.Exec(ctx, outboxRetryAfterProgress,
+		arg.AvailableAt,
+		arg.LastError,
+		arg.LastAnswer,
+		arg.ID,
+	)
 	return err
 }
 
@@ -284,7 +309,7 @@ const outboxRetryFailed = `-- name: OutboxRetryFailed :one
 UPDATE outbox
 SET status = 'pending', finished_at = NULL, available_at = $1::timestamptz, locked_until = NULL
 WHERE id = $2 AND status = 'failed'
-RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer
 `
 
 type OutboxRetryFailedParams struct {
@@ -311,6 +336,7 @@ func (q *Queries) OutboxRetryFailed(ctx context.Context, db DBTX, arg OutboxRetr
 		&i.Status,
 		&i.FinishedAt,
 		&i.ProgressAttempts,
+		&i.LastAnswer,
 	)
 	return i, err
 }

@@ -181,7 +181,7 @@ func (q *Queries) UIOutboxCountsOpen(ctx context.Context, db DBTX) ([]UIOutboxCo
 }
 
 const uIOutboxOfEntry = `-- name: UIOutboxOfEntry :many
-SELECT id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts FROM outbox WHERE entry_id = $1 ORDER BY id LIMIT 200
+SELECT id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer FROM outbox WHERE entry_id = $1 ORDER BY id LIMIT 200
 `
 
 func (q *Queries) UIOutboxOfEntry(ctx context.Context, db DBTX, entryID *uuid.UUID) ([]Outbox, error) {
@@ -207,6 +207,7 @@ func (q *Queries) UIOutboxOfEntry(ctx context.Context, db DBTX, entryID *uuid.UU
 			&i.Status,
 			&i.FinishedAt,
 			&i.ProgressAttempts,
+			&i.LastAnswer,
 		); err != nil {
 			return nil, err
 		}
@@ -219,7 +220,7 @@ func (q *Queries) UIOutboxOfEntry(ctx context.Context, db DBTX, entryID *uuid.UU
 }
 
 const uIOutboxOpen = `-- name: UIOutboxOpen :many
-SELECT id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts FROM outbox
+SELECT id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer FROM outbox
 WHERE status <> 'done' AND id > $1
   AND ($2::text = '' OR status = $2::text)
 ORDER BY id
@@ -256,6 +257,7 @@ func (q *Queries) UIOutboxOpen(ctx context.Context, db DBTX, arg UIOutboxOpenPar
 			&i.Status,
 			&i.FinishedAt,
 			&i.ProgressAttempts,
+			&i.LastAnswer,
 		); err != nil {
 			return nil, err
 		}

@@ -32,22 +32,25 @@ RETURNING *;
 -- name: OutboxDone :exec
 -- Only a pending row: one stopped meanwhile (its installation went away)
 -- stays failed.
-UPDATE outbox SET status = 'done', finished_at = @now::timestamptz, locked_until = NULL, last_error = NULL
+UPDATE outbox SET status = 'done', finished_at = @now::timestamptz, locked_until = NULL, last_error = NULL,
+    last_answer = sqlc.narg('last_answer')
 WHERE id = @id AND status = 'pending';
 
 -- name: OutboxRetry :exec
-UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error
+UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error,
+    last_answer = sqlc.narg('last_answer')
 WHERE id = @id;
 
 -- name: OutboxRetryAfterProgress :exec
 -- Gives a row back after some of its steps got through: its backoff starts
 -- over from this attempt.
 UPDATE outbox SET available_at = @available_at::timestamptz, locked_until = NULL, last_error = @last_error,
-    progress_attempts = attempts
+    last_answer = sqlc.narg('last_answer'), progress_attempts = attempts
 WHERE id = @id;
 
 -- name: OutboxFail :exec
-UPDATE outbox SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @last_error
+UPDATE outbox SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @last_error,
+    last_answer = sqlc.narg('last_answer')
 WHERE id = @id;
 
 -- name: OutboxBacklog :one
@@ -89,8 +92,10 @@ SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND a
 -- repositories removed from it, when repository_ids is not empty): they
 -- are marked failed with the reason instead of being sent. Items' rows are
 -- found through their dispatch, standalone check runs through their payload.
+-- Their last answer says why they were not sent, not an older attempt's.
 UPDATE outbox o
-SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @reason::text
+SET status = 'failed', finished_at = @now::timestamptz, locked_until = NULL, last_error = @reason::text,
+    last_answer = 'not sent: ' || @reason::text
 WHERE o.status = 'pending' AND (
     EXISTS (SELECT 1 FROM work_items w
             WHERE w.id = o.entry_id
