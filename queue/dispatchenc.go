@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/gitlease/gitlease/queue/canonjson"
 )
 
 // encodeDispatch returns the dispatch as stored (it goes into a jsonb
@@ -38,16 +40,16 @@ func encodeDispatchFast(d SubjectDispatch) ([]byte, bool) {
 	var b bytes.Buffer
 	b.Grow(size)
 	b.WriteString(`{"subject":{"kind":`)
-	writeSerdeString(&b, sub.Kind)
+	canonjson.WriteString(&b, sub.Kind)
 	b.WriteString(`,"id":`)
-	writeSerdeString(&b, sub.ID)
+	canonjson.WriteString(&b, sub.ID)
 	if sub.Title != "" {
 		b.WriteString(`,"title":`)
-		writeSerdeString(&b, sub.Title)
+		canonjson.WriteString(&b, sub.Title)
 	}
 	if sub.Description != "" {
 		b.WriteString(`,"description":`)
-		writeSerdeString(&b, sub.Description)
+		canonjson.WriteString(&b, sub.Description)
 	}
 	if len(sub.Labels) > 0 {
 		b.WriteString(`,"labels":[`)
@@ -55,7 +57,7 @@ func encodeDispatchFast(d SubjectDispatch) ([]byte, bool) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeSerdeString(&b, l)
+			canonjson.WriteString(&b, l)
 		}
 		b.WriteByte(']')
 	}
@@ -66,13 +68,13 @@ func encodeDispatchFast(d SubjectDispatch) ([]byte, bool) {
 		}
 	}
 	b.WriteString(`},"workflow_ref":`)
-	writeSerdeString(&b, d.WorkflowRef)
+	canonjson.WriteString(&b, d.WorkflowRef)
 	if d.Priority != "" {
 		b.WriteString(`,"priority":`)
-		writeSerdeString(&b, d.Priority)
+		canonjson.WriteString(&b, d.Priority)
 	}
 	b.WriteString(`,"trigger_source":`)
-	writeSerdeString(&b, d.TriggerSource)
+	canonjson.WriteString(&b, d.TriggerSource)
 	b.WriteString(`,"requested_at":`)
 	b.Write(at)
 	b.WriteByte('}')

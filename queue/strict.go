@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/gitlease/gitlease/queue/canonjson"
 )
 
 // Strict decoding of request params (serde's deny_unknown_fields, protocol
@@ -70,7 +72,7 @@ func decodeStrict(data []byte, v any, what string, optional bool) error {
 		err := json.Unmarshal(data, &x) // only for its description of the fault
 		return invalidf("invalid %s params: malformed JSON: %s", what, trimJSONPrefix(err))
 	}
-	if err := checkText(data); err != nil {
+	if err := canonjson.CheckText(data); err != nil {
 		return invalidf("invalid %s params: %v", what, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
