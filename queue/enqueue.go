@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +20,7 @@ const maxKeyLen = 256
 type preparedEnqueue struct {
 	canonicalID string
 	taskID      string
+	subject     *SubjectRef // the request's subject, as the dispatch stores it
 	dispatch    []byte
 	key         string
 	hash        string
@@ -99,6 +99,7 @@ func prepareEnqueue(p EnqueueParams) (preparedEnqueue, error) {
 	if pe.dispatch, err = encodeDispatch(d); err != nil {
 		return pe, fmt.Errorf("encode dispatch: %w", err)
 	}
+	pe.subject = d.Subject
 	pe.source = SourceRPC
 	if p.FromGitHub {
 		pe.source = SourceGitHub
@@ -193,7 +194,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ En
 // swept), ok is false and nothing happened, and the full path answers.
 func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res EnqueueResult, ok bool, err error) {
 	f, filters := s.cfg.Observer.(EnqueueFilter)
-	if !filters || f.ObservesEnqueue(pe.dispatch) {
+	if !filters || f.ObservesEnqueue(pe.subject) {
 		return res, false, nil
 	}
 	row, err := s.q.WorkItemInsertNextGeneration(ctx, s.pool, s.insertParams(pe, s.now()))
@@ -208,11 +209,12 @@ func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res 
 	}}, true, nil
 }
 
-// EnqueueFilter is implemented by an Observer that can tell, from an item's
-// dispatch, whether Enqueued would write anything for it. Items it does not
-// observe are enqueued without an explicit transaction.
+// EnqueueFilter is implemented by an Observer that can tell, from the
+// subject an item is enqueued with (never nil), whether Enqueued would write
+// anything for it. Items it does not observe are enqueued without an
+// explicit transaction.
 type EnqueueFilter interface {
-	ObservesEnqueue(dispatch json.RawMessage) bool
+	ObservesEnqueue(subject *SubjectRef) bool
 }
 
 // EnqueueTxOptimistic is EnqueueTx for a caller that expects a new item: it
@@ -308,7 +310,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now t
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}
-	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row}); err != nil {
+	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row, subject: pe.subject}); err != nil {
 		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
 	}
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{

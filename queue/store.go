@@ -6,7 +6,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -72,7 +71,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) ObservesEnqueue(json.RawMessage) bool { return false }
+func (nopObserver) ObservesEnqueue(*SubjectRef) bool { return false }
 
 func (nopObserver) Enqueued(context.Context, pgx.Tx, Item) error { return nil }
 func (nopObserver) Leased(context.Context, pgx.Tx, Item) error   { return nil }

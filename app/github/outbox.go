@@ -105,11 +105,11 @@ var (
 )
 
 // ObservesEnqueue reports whether Enqueued may write anything for an item
-// with this dispatch: only a GitHub pull request's may (its queued check
-// run, and only when the item comes from a verified delivery, which
-// Enqueued checks).
-func (o *Outbox) ObservesEnqueue(dispatch json.RawMessage) bool {
-	m, ok := webhook.ReadMeta(dispatch)
+// enqueued with this subject: only a GitHub pull request's may (its queued
+// check run, and only when the item comes from a verified delivery, which
+// Enqueued checks). It reads the subject's metadata, not the dispatch.
+func (o *Outbox) ObservesEnqueue(subject *queue.SubjectRef) bool {
+	m, ok := webhook.SubjectMeta(subject)
 	return ok && m.Kind == webhook.KindPullRequest && m.HeadSHA != ""
 }
 
@@ -229,9 +229,15 @@ func (o *Outbox) Standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun
 // itemMeta is where an item lives on GitHub, for an item created from a
 // verified delivery only (SPEC §7): an item enqueued over /rpc or stdio
 // gets no GitHub side effect, whatever GitHub metadata its dispatch names.
+// An item just enqueued is read from the subject it was enqueued with
+// (the same values its dispatch stores), without parsing the ~20 KB
+// dispatch back.
 func itemMeta(it queue.Item) (webhook.ItemMeta, bool) {
 	if !it.FromGitHub() {
 		return webhook.ItemMeta{}, false
+	}
+	if s := it.EnqueuedSubject(); s != nil {
+		return webhook.SubjectMeta(s)
 	}
 	return webhook.ReadMeta(it.Dispatch())
 }
