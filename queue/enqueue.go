@@ -303,13 +303,17 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 // insert creates the item with its subject's next generation and tells the
 // Observer, in tx.
 func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
-	row, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
+	ins, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return EnqueueResult{}, errLegacyBlocker
 	}
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}
+	// The insert returns every column but the dispatch, which is the value
+	// just sent (the same JSON value; jsonb may lay it out otherwise).
+	row := dbq.WorkItem(ins)
+	row.Dispatch = pe.dispatch
 	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row, subject: pe.subject}); err != nil {
 		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
 	}
