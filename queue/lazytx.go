@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gitlease/gitlease/db/dbq"
 )
 
 // lazyTx is the pgx.Tx of a Store.InTx transaction. It sends BEGIN in the
@@ -17,9 +19,10 @@ import (
 // every call goes to pgx's own transaction; one that runs no statement
 // sends nothing at all.
 type lazyTx struct {
-	conn   *pgx.Conn
-	tx     pgx.Tx // nil until begun
-	closed bool
+	conn     *pgx.Conn
+	tx       pgx.Tx // nil until begun
+	closed   bool
+	atCommit []*pgx.QueuedQuery // statements sent with COMMIT (AtCommit)
 }
 
 var _ pgx.Tx = (*lazyTx)(nil)
@@ -115,16 +118,83 @@ func (tx *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	return pgxRow{rows}
 }
 
-// Commit implements pgx.Tx.
+// Commit implements pgx.Tx. The statements queued with AtCommit go in one
+// batch with COMMIT: if one fails, the transaction is rolled back and
+// Commit returns that statement's error.
 func (tx *lazyTx) Commit(ctx context.Context) error {
 	if tx.closed {
 		return pgx.ErrTxClosed
 	}
-	tx.closed = true
-	if tx.tx == nil {
-		return nil
+	if len(tx.atCommit) == 0 {
+		tx.closed = true
+		if tx.tx == nil {
+			return nil
+		}
+		return tx.tx.Commit(ctx)
 	}
-	return tx.tx.Commit(ctx)
+	tx.closed = true
+	b := &pgx.Batch{}
+	results := len(tx.atCommit)
+	if tx.tx == nil { // nothing ran yet: BEGIN goes in the batch too
+		b.BeginTx(pgx.TxOptions{})
+		results++
+	}
+	b.QueuedQueries = append(b.QueuedQueries, tx.atCommit...)
+	b.Queue("commit")
+	br := tx.conn.SendBatch(ctx, b)
+	if tx.tx == nil {
+		tx.tx = br.Tx()
+	}
+	var err error
+	for range results {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// A failed statement skips the COMMIT after it: end the
+		// transaction. pgx's own Rollback closes a connection it cannot
+		// roll back.
+		if tx.conn.PgConn().TxStatus() != 'I' {
+			_ = tx.tx.Rollback(ctx)
+		}
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// AtCommit returns tx for a statement whose result its caller does not
+// need until the commit: Exec on it queues the statement, which goes to the
+// database in one batch with COMMIT (one round trip for both) when tx is an
+// InTx transaction, and its failure (a unique violation, say) is Commit's
+// error, after which the transaction is rolled back. Any other tx executes
+// the statement at once. Query and QueryRow are not deferred.
+func AtCommit(tx pgx.Tx) dbq.DBTX {
+	if l, ok := tx.(*lazyTx); ok {
+		return atCommitTx{l}
+	}
+	return tx
+}
+
+type atCommitTx struct{ *lazyTx }
+
+// Exec queues the statement for the commit and reports nothing yet.
+func (a atCommitTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if a.closed {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	a.atCommit = append(a.atCommit, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+	return pgconn.CommandTag{}, nil
 }
 
 // Rollback implements pgx.Tx.

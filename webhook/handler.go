@@ -408,27 +408,28 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 		var err error
 		if attempt == 0 {
 			// The fast path: a first arrival is acted on, then recorded with
-			// its outcome in one write. A replay or a collision violates a
-			// unique index, a redelivery finds its row: either starts over in
-			// the full path below.
+			// its outcome in one write, sent with the COMMIT (one round
+			// trip for both). A replay or a collision violates a unique
+			// index of the queue, a redelivery the delivery's primary key
+			// (at the commit): either rolls back and starts over in the full
+			// path below.
 			var stored Outcome
 			if res, stored, err = h.act(ctx, tx, a, true); err != nil {
 				return false, err
 			}
-			row, err := h.q.DeliveryRecord(ctx, tx, h.recordParams(a, stored, res))
-			switch {
-			case err != nil:
-				return false, fmt.Errorf("record delivery: %w", err)
-			case !row.Inserted:
-				return false, fmt.Errorf("delivery %s was recorded before: %w", a.deliveryID, queue.ErrRetry)
+			if err := h.outcome(ctx, tx, res); err != nil {
+				return false, err
 			}
-		} else if res, err = h.recordFull(ctx, tx, a); err != nil {
+			if err := h.q.DeliveryInsertFirst(ctx, queue.AtCommit(tx), dbq.DeliveryInsertFirstParams(h.recordParams(a, stored, res))); err != nil {
+				return false, fmt.Errorf("record delivery: %w", err)
+			}
+			return res.Outcome == OutcomeEnqueued, nil
+		}
+		if res, err = h.recordFull(ctx, tx, a); err != nil {
 			return false, err
 		}
-		if h.cfg.OnOutcome != nil {
-			if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
-				return false, fmt.Errorf("act on delivery outcome: %w", err)
-			}
+		if err := h.outcome(ctx, tx, res); err != nil {
+			return false, err
 		}
 		return res.Outcome == OutcomeEnqueued, nil
 	})
@@ -437,6 +438,18 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 		return rb.res, nil
 	}
 	return res, err
+}
+
+// outcome tells HandlerConfig.OnOutcome the delivery's outcome, in its
+// transaction.
+func (h *Handler) outcome(ctx context.Context, tx pgx.Tx, res Result) error {
+	if h.cfg.OnOutcome == nil {
+		return nil
+	}
+	if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
+		return fmt.Errorf("act on delivery outcome: %w", err)
+	}
+	return nil
 }
 
 // outcomeReceived is stored for a delivery recorded before it is acted on,
