@@ -114,11 +114,17 @@ func (o *Outbox) ObservesEnqueue(subject *queue.SubjectRef) bool {
 }
 
 func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry *uuid.UUID, payload any) error {
+	return o.insertVia(ctx, tx, lane, kind, entry, payload)
+}
+
+// insertVia is insert through db: tx, or queue.AtCommit(tx) for a row that
+// nothing in its transaction reads or orders against before the commit.
+func (o *Outbox) insertVia(ctx context.Context, db dbq.DBTX, lane, kind string, entry *uuid.UUID, payload any) error {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("encode outbox %s: %w", kind, err)
 	}
-	err = o.q.OutboxInsert(ctx, tx, dbq.OutboxInsertParams{Lane: lane, Kind: kind, EntryID: entry, Payload: b, Now: o.now()})
+	err = o.q.OutboxInsert(ctx, db, dbq.OutboxInsertParams{Lane: lane, Kind: kind, EntryID: entry, Payload: b, Now: o.now()})
 	if err != nil {
 		return fmt.Errorf("write outbox %s: %w", kind, err)
 	}
@@ -131,13 +137,16 @@ func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u check
 }
 
 // Enqueued creates a pull-request item's check run, queued, on its head
-// commit. An issue item's check run waits for its branch.
+// commit. An issue item's check run waits for its branch. The row goes to
+// the database with the transaction's COMMIT (queue.AtCommit): it is the
+// first row of the new item's lane, and nothing in the transaction reads it.
 func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	m, ok := itemMeta(it)
 	if !ok || m.Kind != webhook.KindPullRequest || m.HeadSHA == "" {
 		return nil
 	}
-	return o.checkRun(ctx, tx, it, checkRunUpdate{
+	id := uuid.MustParse(it.EntryID())
+	return o.insertVia(ctx, queue.AtCommit(tx), "checks/"+id.String(), kindCheckRun, &id, checkRunUpdate{
 		Status: "queued",
 		Title:  fmt.Sprintf("Queued: generation %d", it.Generation()),
 		Summary: fmt.Sprintf("gitlease queued generation %d of %s for this pull request (entry %s). "+
