@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,14 +42,20 @@ func (h LogHandler) WithGroup(name string) slog.Handler { return LogHandler{h.Ha
 
 // requestLog gives every request an ID (the caller's X-Request-Id when it
 // sent a sane one), echoes it in the response, puts it in the request's
-// context for log lines, and logs the request once it is answered.
-func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
+// context for log lines, and logs the request once it is answered, except
+// on the quiet routes (probes, and routes whose handler logs its own line).
+//
+// A new ID is this process's random prefix and a counter: unique, and
+// without a read of the system's random source per request.
+func requestLog(logger *slog.Logger, quiet map[string]bool) echo.MiddlewareFunc {
+	prefix := uuid.NewString()[:8] + "-"
+	var n atomic.Uint64
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
 			id := req.Header.Get(echo.HeaderXRequestID)
 			if id == "" || len(id) > 128 {
-				id = uuid.NewString()
+				id = prefix + strconv.FormatUint(n.Add(1), 10)
 			}
 			c.Response().Header().Set(echo.HeaderXRequestID, id)
 			ctx := context.WithValue(req.Context(), requestIDKey{}, id)
@@ -57,7 +65,7 @@ func requestLog(logger *slog.Logger) echo.MiddlewareFunc {
 			if err != nil {
 				c.Error(err)
 			}
-			if c.Path() != "/healthz" && c.Path() != "/metrics" { // probes would drown the log
+			if !quiet[c.Path()] {
 				logger.LogAttrs(ctx, slog.LevelInfo, "http request",
 					slog.String("method", req.Method), slog.String("route", c.Path()),
 					slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))

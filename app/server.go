@@ -25,6 +25,10 @@ const MaxRPCBody = 10 << 20
 type ServerConfig struct {
 	// RPCToken is the bearer token /rpc requires; empty disables /rpc.
 	RPCToken Secret
+	// SelfLoggedRoutes are routes whose handler writes the one log line of
+	// each request itself, with its status (the webhook intake's delivery
+	// line): the request log writes none for them.
+	SelfLoggedRoutes []string
 }
 
 // Secret is a credential that never prints: slog and fmt show it redacted.
@@ -54,7 +58,11 @@ func NewServer(cfg ServerConfig, pool *pgxpool.Pool, rpcHandler *rpc.Handler, lo
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{cfg: cfg, pool: pool, rpc: rpcHandler, logger: logger, echo: e}
-	e.Use(requestLog(logger))
+	quiet := map[string]bool{"/healthz": true, "/metrics": true} // probes would drown the log
+	for _, r := range cfg.SelfLoggedRoutes {
+		quiet[r] = true
+	}
+	e.Use(requestLog(logger, quiet))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.POST("/rpc", s.handleRPC)

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +20,7 @@ const maxKeyLen = 256
 type preparedEnqueue struct {
 	canonicalID string
 	taskID      string
+	subject     *SubjectRef // the request's subject, as the dispatch stores it
 	dispatch    []byte
 	key         string
 	hash        string
@@ -99,6 +99,7 @@ func prepareEnqueue(p EnqueueParams) (preparedEnqueue, error) {
 	if pe.dispatch, err = encodeDispatch(d); err != nil {
 		return pe, fmt.Errorf("encode dispatch: %w", err)
 	}
+	pe.subject = d.Subject
 	pe.source = SourceRPC
 	if p.FromGitHub {
 		pe.source = SourceGitHub
@@ -193,7 +194,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ En
 // swept), ok is false and nothing happened, and the full path answers.
 func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res EnqueueResult, ok bool, err error) {
 	f, filters := s.cfg.Observer.(EnqueueFilter)
-	if !filters || f.ObservesEnqueue(pe.dispatch) {
+	if !filters || f.ObservesEnqueue(pe.subject) {
 		return res, false, nil
 	}
 	row, err := s.q.WorkItemInsertNextGeneration(ctx, s.pool, s.insertParams(pe, s.now()))
@@ -208,11 +209,12 @@ func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res 
 	}}, true, nil
 }
 
-// EnqueueFilter is implemented by an Observer that can tell, from an item's
-// dispatch, whether Enqueued would write anything for it. Items it does not
-// observe are enqueued without an explicit transaction.
+// EnqueueFilter is implemented by an Observer that can tell, from the
+// subject an item is enqueued with (never nil), whether Enqueued would write
+// anything for it. Items it does not observe are enqueued without an
+// explicit transaction.
 type EnqueueFilter interface {
-	ObservesEnqueue(dispatch json.RawMessage) bool
+	ObservesEnqueue(subject *SubjectRef) bool
 }
 
 // EnqueueTxOptimistic is EnqueueTx for a caller that expects a new item: it
@@ -301,14 +303,18 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 // insert creates the item with its subject's next generation and tells the
 // Observer, in tx.
 func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
-	row, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
+	ins, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return EnqueueResult{}, errLegacyBlocker
 	}
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}
-	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row}); err != nil {
+	// The insert returns every column but the dispatch, which is the value
+	// just sent (the same JSON value; jsonb may lay it out otherwise).
+	row := dbq.WorkItem(ins)
+	row.Dispatch = pe.dispatch
+	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row, subject: pe.subject}); err != nil {
 		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
 	}
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{

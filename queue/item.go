@@ -27,8 +27,18 @@ func IsTerminal(status string) bool {
 	return false
 }
 
-// Item is one work item as stored, live or finished.
-type Item struct{ row dbq.WorkItem }
+// Item is one work item as stored, live or finished. An item the Store has
+// just created also carries the subject it was enqueued with, so an Observer
+// can decide from those values instead of parsing the stored dispatch back.
+type Item struct {
+	row     dbq.WorkItem
+	subject *SubjectRef
+}
+
+// EnqueuedSubject is the subject the item was enqueued with, for the item
+// handed to Observer.Enqueued; nil for an item read back from the database.
+// It is the same value the stored dispatch's subject holds.
+func (it Item) EnqueuedSubject() *SubjectRef { return it.subject }
 
 // EntryID is the item's UUID.
 func (it Item) EntryID() string { return it.row.ID.String() }

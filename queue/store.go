@@ -6,7 +6,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -72,7 +71,7 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) ObservesEnqueue(json.RawMessage) bool { return false }
+func (nopObserver) ObservesEnqueue(*SubjectRef) bool { return false }
 
 func (nopObserver) Enqueued(context.Context, pgx.Tx, Item) error { return nil }
 func (nopObserver) Leased(context.Context, pgx.Tx, Item) error   { return nil }
@@ -119,9 +118,11 @@ func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microse
 // that must write their own rows atomically with a queue change (the webhook
 // intake's delivery record) use it with the Store's *Tx methods.
 // The functions given to AfterCommit in fn's ctx run after the commit.
+// BEGIN goes to the database with fn's first statement, in one round trip
+// (lazyTx); tx does not nest.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	var hooks []func()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.runLazyTx(ctx, func(tx pgx.Tx) error {
 		return fn(context.WithValue(ctx, afterCommitKey{}, &hooks), tx)
 	})
 	if err == nil {

@@ -3,6 +3,8 @@ package webhook
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/gitlease/gitlease/queue"
 )
 
 // ItemMeta is what the intake wrote into a dispatch about where its item
@@ -27,7 +29,24 @@ func ReadMeta(dispatch json.RawMessage) (m ItemMeta, ok bool) {
 	if json.Unmarshal(dispatch, &d) != nil {
 		return m, false
 	}
-	m = ItemMeta{Kind: d.Subject.Kind, Metadata: d.Subject.Metadata}
+	return checkMeta(ItemMeta{Kind: d.Subject.Kind, Metadata: d.Subject.Metadata})
+}
+
+// SubjectMeta is ReadMeta for a subject held as Go values (the one an item
+// was just enqueued with, or a Decision's): it reads only the small
+// metadata object, not the whole dispatch with its description.
+func SubjectMeta(s *queue.SubjectRef) (m ItemMeta, ok bool) {
+	if s == nil {
+		return m, false
+	}
+	m.Kind = s.Kind
+	if len(s.Metadata) > 0 && json.Unmarshal(s.Metadata, &m.Metadata) != nil {
+		return ItemMeta{Kind: s.Kind}, false
+	}
+	return checkMeta(m)
+}
+
+func checkMeta(m ItemMeta) (ItemMeta, bool) {
 	owner, name, _ := strings.Cut(m.Repository, "/")
 	isGitHub := m.Kind == KindIssue || m.Kind == KindPullRequest
 	return m, isGitHub && m.InstallationID > 0 && owner != "" && name != "" && m.Number > 0

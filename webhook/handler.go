@@ -169,36 +169,38 @@ func NewHandler(store *queue.Store, verifier *Verifier, mapper *Mapper, logger *
 // in one transaction and answered with its Outcome's status after the commit;
 // 503 when the database is unavailable, in which case nothing is stored.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	lg := &deliveryLog{logger: h.logger, r: r, start: time.Now()}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		h.reject(w, r, h.logger, http.StatusMethodNotAllowed, "", "webhook deliveries are POSTed")
+		h.reject(w, lg, http.StatusMethodNotAllowed, "", "webhook deliveries are POSTed")
 		return
 	}
 	release, status, msg := h.budget.admit(r)
 	if status != 0 {
-		h.reject(w, r, h.logger.With("delivery_id", r.Header.Get(DeliveryHeader)), status, r.Header.Get(DeliveryHeader), msg)
+		lg.add(slog.String("delivery_id", r.Header.Get(DeliveryHeader)))
+		h.reject(w, lg, status, r.Header.Get(DeliveryHeader), msg)
 		return
 	}
 	defer release()
 	body, status, msg := readBody(w, r)
 	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
-	logger := h.logger.With("delivery_id", deliveryID, "event", event)
+	lg.add(slog.String("delivery_id", deliveryID), slog.String("event", event))
 	if status != 0 {
-		h.reject(w, r, logger, status, deliveryID, msg)
+		h.reject(w, lg, status, deliveryID, msg)
 		return
 	}
 	if msg := checkHeaders(event, deliveryID); msg != "" {
-		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, msg)
+		h.reject(w, lg, http.StatusBadRequest, deliveryID, msg)
 		return
 	}
 	secretIndex, err := h.verifier.Verify(r.Header.Get(SignatureHeader), body)
 	if err != nil {
-		h.reject(w, r, logger, http.StatusUnauthorized, deliveryID, err.Error())
+		h.reject(w, lg, http.StatusUnauthorized, deliveryID, err.Error())
 		return
 	}
 	payload, err := DecodeBody(r.Header.Get("Content-Type"), body)
 	if err != nil {
-		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, err.Error())
+		h.reject(w, lg, http.StatusBadRequest, deliveryID, err.Error())
 		return
 	}
 	lookupCtx, cancel := context.WithTimeout(r.Context(), h.cfg.LookupTimeout)
@@ -208,22 +210,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var lerr *LookupError
 	switch {
 	case errors.As(err, &perr):
-		h.reject(w, r, logger, http.StatusBadRequest, deliveryID, perr.Error())
+		h.reject(w, lg, http.StatusBadRequest, deliveryID, perr.Error())
 		return
 	case errors.As(err, &lerr):
-		logger.WarnContext(r.Context(), "webhook delivery not recorded: a GitHub lookup failed", "err", lerr)
-		h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "could not look up on GitHub what this delivery needs; redeliver later")
+		lg.failed(slog.LevelWarn, "webhook delivery not recorded: a GitHub lookup failed", lerr)
+		h.reject(w, lg, http.StatusServiceUnavailable, deliveryID, "could not look up on GitHub what this delivery needs; redeliver later")
 		return
 	case err != nil:
-		logger.ErrorContext(r.Context(), "webhook delivery not recorded: mapping failed", "err", err)
-		h.reject(w, r, logger, http.StatusInternalServerError, deliveryID, "internal error")
+		lg.failed(slog.LevelError, "webhook delivery not recorded: mapping failed", err)
+		h.reject(w, lg, http.StatusInternalServerError, deliveryID, "internal error")
 		return
 	}
 	if dec.Facts.InstallationID != nil {
-		logger = logger.With("installation_id", *dec.Facts.InstallationID)
+		lg.add(slog.Int64("installation_id", *dec.Facts.InstallationID))
 	}
 	if dec.Facts.Repository != nil {
-		logger = logger.With("repo", *dec.Facts.Repository)
+		lg.add(slog.String("repo", *dec.Facts.Repository))
 	}
 
 	sum := sha256.Sum256(body)
@@ -233,34 +235,69 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		if unavailable(err) {
-			logger.ErrorContext(r.Context(), "webhook delivery not recorded: database unavailable", "err", err)
-			h.reject(w, r, logger, http.StatusServiceUnavailable, deliveryID, "database unavailable; redeliver later")
+			lg.failed(slog.LevelError, "webhook delivery not recorded: database unavailable", err)
+			h.reject(w, lg, http.StatusServiceUnavailable, deliveryID, "database unavailable; redeliver later")
 			return
 		}
-		logger.ErrorContext(r.Context(), "webhook delivery not recorded", "err", err)
-		h.reject(w, r, logger, http.StatusInternalServerError, deliveryID, "internal error")
+		lg.failed(slog.LevelError, "webhook delivery not recorded", err)
+		h.reject(w, lg, http.StatusInternalServerError, deliveryID, "internal error")
 		return
 	}
 	if res.Error != "" {
-		h.reject(w, r, logger, res.Status(), deliveryID, res.Error)
+		h.reject(w, lg, res.Status(), deliveryID, res.Error)
 		return
 	}
-	attrs := []any{"outcome", res.Outcome, "secret_index", secretIndex}
+	lg.add(slog.String("outcome", string(res.Outcome)), slog.Int("secret_index", secretIndex))
 	if res.EntryID != "" {
-		attrs = append(attrs, "entry_id", res.EntryID)
+		lg.add(slog.String("entry_id", res.EntryID))
 	}
 	if res.QualifiedID != "" {
-		attrs = append(attrs, "qualified_id", res.QualifiedID)
+		lg.add(slog.String("qualified_id", res.QualifiedID))
 	}
 	if res.Generation != nil {
-		attrs = append(attrs, "generation", *res.Generation)
+		lg.add(slog.Uint64("generation", *res.Generation))
 	}
 	if res.Reason != "" {
-		attrs = append(attrs, "reason", res.Reason)
+		lg.add(slog.String("reason", res.Reason))
 	}
-	logger.InfoContext(r.Context(), "webhook delivery", attrs...)
 	writeJSON(w, res.Status(), res.Response)
+	lg.line(slog.LevelInfo, "webhook delivery", res.Status())
 	h.answered(string(res.Outcome))
+}
+
+// deliveryLog collects what is known about a delivery as the intake goes,
+// for the one log line each request gets (the request log writes none for
+// the webhook route): its attributes, then the answer's status and how long
+// it took.
+type deliveryLog struct {
+	logger *slog.Logger
+	r      *http.Request
+	start  time.Time
+	attrs  []slog.Attr
+	logged bool
+	// why the delivery was not recorded, for a 5xx answer
+	failLevel slog.Level
+	failMsg   string
+	failErr   error
+}
+
+func (l *deliveryLog) add(as ...slog.Attr) { l.attrs = append(l.attrs, as...) }
+
+// line writes the request's line, once.
+func (l *deliveryLog) line(level slog.Level, msg string, status int, extra ...slog.Attr) {
+	if l.logged {
+		return
+	}
+	l.logged = true
+	as := append(l.attrs, extra...)
+	as = append(as, slog.Int("status", status), slog.Duration("duration", time.Since(l.start)))
+	l.logger.LogAttrs(l.r.Context(), level, msg, as...)
+}
+
+// failed records why a delivery could not be recorded, for the line its
+// 5xx answer writes.
+func (l *deliveryLog) failed(level slog.Level, msg string, err error) {
+	l.failLevel, l.failMsg, l.failErr = level, msg, err
 }
 
 func (h *Handler) answered(outcome string) {
@@ -317,11 +354,16 @@ func printable(s string) bool {
 	return true
 }
 
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, logger *slog.Logger, status int, deliveryID, msg string) {
-	if status < 500 {
-		logger.InfoContext(r.Context(), "webhook delivery rejected", "status", status, "reason", msg)
-	}
+func (h *Handler) reject(w http.ResponseWriter, lg *deliveryLog, status int, deliveryID, msg string) {
 	writeJSON(w, status, Response{DeliveryID: deliveryID, Error: msg})
+	switch {
+	case lg.failErr != nil:
+		lg.line(lg.failLevel, lg.failMsg, status, slog.Any("err", lg.failErr))
+	case status < 500:
+		lg.line(slog.LevelInfo, "webhook delivery rejected", status, slog.String("reason", msg))
+	default:
+		lg.line(slog.LevelWarn, "webhook delivery rejected", status, slog.String("reason", msg))
+	}
 	switch {
 	case status < 500:
 		h.answered("rejected")
@@ -366,27 +408,28 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 		var err error
 		if attempt == 0 {
 			// The fast path: a first arrival is acted on, then recorded with
-			// its outcome in one write. A replay or a collision violates a
-			// unique index, a redelivery finds its row: either starts over in
-			// the full path below.
+			// its outcome in one write, sent with the COMMIT (one round
+			// trip for both). A replay or a collision violates a unique
+			// index of the queue, a redelivery the delivery's primary key
+			// (at the commit): either rolls back and starts over in the full
+			// path below.
 			var stored Outcome
 			if res, stored, err = h.act(ctx, tx, a, true); err != nil {
 				return false, err
 			}
-			row, err := h.q.DeliveryRecord(ctx, tx, h.recordParams(a, stored, res))
-			switch {
-			case err != nil:
-				return false, fmt.Errorf("record delivery: %w", err)
-			case !row.Inserted:
-				return false, fmt.Errorf("delivery %s was recorded before: %w", a.deliveryID, queue.ErrRetry)
+			if err := h.outcome(ctx, tx, res); err != nil {
+				return false, err
 			}
-		} else if res, err = h.recordFull(ctx, tx, a); err != nil {
+			if err := h.q.DeliveryInsertFirst(ctx, queue.AtCommit(tx), dbq.DeliveryInsertFirstParams(h.recordParams(a, stored, res))); err != nil {
+				return false, fmt.Errorf("record delivery: %w", err)
+			}
+			return res.Outcome == OutcomeEnqueued, nil
+		}
+		if res, err = h.recordFull(ctx, tx, a); err != nil {
 			return false, err
 		}
-		if h.cfg.OnOutcome != nil {
-			if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
-				return false, fmt.Errorf("act on delivery outcome: %w", err)
-			}
+		if err := h.outcome(ctx, tx, res); err != nil {
+			return false, err
 		}
 		return res.Outcome == OutcomeEnqueued, nil
 	})
@@ -395,6 +438,18 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 		return rb.res, nil
 	}
 	return res, err
+}
+
+// outcome tells HandlerConfig.OnOutcome the delivery's outcome, in its
+// transaction.
+func (h *Handler) outcome(ctx context.Context, tx pgx.Tx, res Result) error {
+	if h.cfg.OnOutcome == nil {
+		return nil
+	}
+	if err := h.cfg.OnOutcome(ctx, tx, res); err != nil {
+		return fmt.Errorf("act on delivery outcome: %w", err)
+	}
+	return nil
 }
 
 // outcomeReceived is stored for a delivery recorded before it is acted on,

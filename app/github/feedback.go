@@ -45,7 +45,8 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	if err != nil {
 		return fmt.Errorf("read the delivery's item: %w", err)
 	}
-	if _, ok := rowMeta(holder.Source, holder.Dispatch); !ok {
+	hm, ok := rowMeta(holder.Source, holder.Dispatch) // the holder's dispatch, parsed once
+	if !ok {
 		return nil // the holder is a queue item only: nothing of it goes to GitHub
 	}
 	held, err := itemState(ctx, o.q, tx, holder.ID)
@@ -63,7 +64,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 		details["base_ref"] = deref(holder.BaseRef)
 		details["head_ref"] = deref(holder.HeadRef)
 	}
-	if url := pullRequestOf(holder, held); url != "" {
+	if url := pullRequestOf(hm, held); url != "" {
 		details["pull_request"] = url
 	}
 	raw, _ := json.Marshal(details)
@@ -89,7 +90,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	// run of its own, so its author sees why nothing runs there.
 	event, ok := eventMeta(r)
 	holderSHA := deref(held.HeadSha)
-	if hm, _ := webhook.ReadMeta(holder.Dispatch); holderSHA == "" {
+	if holderSHA == "" {
 		holderSHA = hm.HeadSHA
 	}
 	if !ok || event.HeadSHA == "" || event.HeadSHA == holderSHA {
@@ -103,7 +104,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	if holder.Repository != nil {
 		where += fmt.Sprintf(", reserving %s %s → %s", *holder.Repository, deref(holder.BaseRef), deref(holder.HeadRef))
 	}
-	if url := pullRequestOf(holder, held); url != "" {
+	if url := pullRequestOf(hm, held); url != "" {
 		where += ", pull request " + url
 	}
 	if r.Outcome == webhook.OutcomeReservationCollision {
@@ -125,23 +126,21 @@ func eventAction(r webhook.Result) string {
 	return r.Event
 }
 
-// eventMeta reads the GitHub location of the event's own subject.
+// eventMeta reads the GitHub location of the event's own subject, from the
+// Decision's values (its metadata only, not the description).
 func eventMeta(r webhook.Result) (webhook.ItemMeta, bool) {
-	b, err := json.Marshal(r.Decision.Enqueue.Dispatch)
-	if err != nil {
-		return webhook.ItemMeta{}, false
-	}
-	return webhook.ReadMeta(b)
+	return webhook.SubjectMeta(r.Decision.Enqueue.Dispatch.Subject)
 }
 
 // pullRequestOf is the holder's pull request: the one gitlease opened for
-// an issue item, or the pull request a PR item is about.
-func pullRequestOf(w dbq.WorkItem, g dbq.GithubItem) string {
+// an issue item, or the pull request a PR item is about (hm: the holder's
+// GitHub metadata, which rowMeta found valid).
+func pullRequestOf(hm webhook.ItemMeta, g dbq.GithubItem) string {
 	if g.PrUrl != nil {
 		return *g.PrUrl
 	}
-	if m, ok := webhook.ReadMeta(w.Dispatch); ok && m.Kind == webhook.KindPullRequest {
-		return m.HTMLURL
+	if hm.Kind == webhook.KindPullRequest {
+		return hm.HTMLURL
 	}
 	return ""
 }

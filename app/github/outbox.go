@@ -105,20 +105,26 @@ var (
 )
 
 // ObservesEnqueue reports whether Enqueued may write anything for an item
-// with this dispatch: only a GitHub pull request's may (its queued check
-// run, and only when the item comes from a verified delivery, which
-// Enqueued checks).
-func (o *Outbox) ObservesEnqueue(dispatch json.RawMessage) bool {
-	m, ok := webhook.ReadMeta(dispatch)
+// enqueued with this subject: only a GitHub pull request's may (its queued
+// check run, and only when the item comes from a verified delivery, which
+// Enqueued checks). It reads the subject's metadata, not the dispatch.
+func (o *Outbox) ObservesEnqueue(subject *queue.SubjectRef) bool {
+	m, ok := webhook.SubjectMeta(subject)
 	return ok && m.Kind == webhook.KindPullRequest && m.HeadSHA != ""
 }
 
 func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry *uuid.UUID, payload any) error {
+	return o.insertVia(ctx, tx, lane, kind, entry, payload)
+}
+
+// insertVia is insert through db: tx, or queue.AtCommit(tx) for a row that
+// nothing in its transaction reads or orders against before the commit.
+func (o *Outbox) insertVia(ctx context.Context, db dbq.DBTX, lane, kind string, entry *uuid.UUID, payload any) error {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("encode outbox %s: %w", kind, err)
 	}
-	err = o.q.OutboxInsert(ctx, tx, dbq.OutboxInsertParams{Lane: lane, Kind: kind, EntryID: entry, Payload: b, Now: o.now()})
+	err = o.q.OutboxInsert(ctx, db, dbq.OutboxInsertParams{Lane: lane, Kind: kind, EntryID: entry, Payload: b, Now: o.now()})
 	if err != nil {
 		return fmt.Errorf("write outbox %s: %w", kind, err)
 	}
@@ -131,13 +137,16 @@ func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u check
 }
 
 // Enqueued creates a pull-request item's check run, queued, on its head
-// commit. An issue item's check run waits for its branch.
+// commit. An issue item's check run waits for its branch. The row goes to
+// the database with the transaction's COMMIT (queue.AtCommit): it is the
+// first row of the new item's lane, and nothing in the transaction reads it.
 func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	m, ok := itemMeta(it)
 	if !ok || m.Kind != webhook.KindPullRequest || m.HeadSHA == "" {
 		return nil
 	}
-	return o.checkRun(ctx, tx, it, checkRunUpdate{
+	id := uuid.MustParse(it.EntryID())
+	return o.insertVia(ctx, queue.AtCommit(tx), "checks/"+id.String(), kindCheckRun, &id, checkRunUpdate{
 		Status: "queued",
 		Title:  fmt.Sprintf("Queued: generation %d", it.Generation()),
 		Summary: fmt.Sprintf("gitlease queued generation %d of %s for this pull request (entry %s). "+
@@ -229,9 +238,15 @@ func (o *Outbox) Standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun
 // itemMeta is where an item lives on GitHub, for an item created from a
 // verified delivery only (docs/queue.md): an item enqueued over /rpc or stdio
 // gets no GitHub side effect, whatever GitHub metadata its dispatch names.
+// An item just enqueued is read from the subject it was enqueued with
+// (the same values its dispatch stores), without parsing the ~20 KB
+// dispatch back.
 func itemMeta(it queue.Item) (webhook.ItemMeta, bool) {
 	if !it.FromGitHub() {
 		return webhook.ItemMeta{}, false
+	}
+	if s := it.EnqueuedSubject(); s != nil {
+		return webhook.SubjectMeta(s)
 	}
 	return webhook.ReadMeta(it.Dispatch())
 }

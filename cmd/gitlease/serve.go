@@ -143,7 +143,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		defer sender.Stop()
 	}
 	handler := rpc.NewHandler(store, version, logger)
-	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken}, pool, handler, logger)
+	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, SelfLoggedRoutes: []string{"/webhook"}}, pool, handler, logger)
 	metrics.Register(srv.Echo())
 	setup, err := setup.New(setup.Config{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
 		APIURL: cfg.APIURL, AppConfigured: cfg.AppID != 0}, logger)

@@ -41,6 +41,61 @@ func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, deliveryID string) (
 	return i, err
 }
 
+const deliveryInsertFirst = `-- name: DeliveryInsertFirst :exec
+INSERT INTO deliveries (
+    delivery_id, event, action, installation_id, repository_id, repository, sender,
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, reason, entry_id, qualified_id, generation
+) VALUES (
+    $1, $2, $3, $4, $5,
+    $6, $7, $8, $9, $10::timestamptz, $10::timestamptz,
+    $11, $12, $13, $14, $15
+)
+`
+
+type DeliveryInsertFirstParams struct {
+	DeliveryID     string
+	Event          string
+	Action         *string
+	InstallationID *int64
+	RepositoryID   *int64
+	Repository     *string
+	Sender         *string
+	SecretIndex    int32
+	BodySha256     string
+	Now            time.Time
+	Outcome        string
+	Reason         *string
+	EntryID        *uuid.UUID
+	QualifiedID    *string
+	Generation     *int64
+}
+
+// DeliveryRecord for the intake's fast path, sent with the transaction's
+// COMMIT (queue.AtCommit): a first arrival inserts its row with its outcome;
+// a redelivery violates the primary key, which rolls the transaction back
+// and sends the intake down its full path (DeliveryRecord first).
+func (q *Queries) DeliveryInsertFirst(ctx context.Context, db DBTX, arg DeliveryInsertFirstParams) error {
+	_, err := db.Exec(ctx, deliveryInsertFirst,
+		arg.DeliveryID,
+		arg.Event,
+		arg.Action,
+		arg.InstallationID,
+		arg.RepositoryID,
+		arg.Repository,
+		arg.Sender,
+		arg.SecretIndex,
+		arg.BodySha256,
+		arg.Now,
+		arg.Outcome,
+		arg.Reason,
+		arg.EntryID,
+		arg.QualifiedID,
+		arg.Generation,
+	)
+	return err
+}
+
 const deliveryPrune = `-- name: DeliveryPrune :execrows
 DELETE FROM deliveries
 WHERE delivery_id IN (

@@ -16,6 +16,21 @@ ON CONFLICT (delivery_id) DO UPDATE
     SET attempts = deliveries.attempts + 1, last_received_at = EXCLUDED.last_received_at
 RETURNING *, (xmax = 0) AS inserted;
 
+-- name: DeliveryInsertFirst :exec
+-- DeliveryRecord for the intake's fast path, sent with the transaction's
+-- COMMIT (queue.AtCommit): a first arrival inserts its row with its outcome;
+-- a redelivery violates the primary key, which rolls the transaction back
+-- and sends the intake down its full path (DeliveryRecord first).
+INSERT INTO deliveries (
+    delivery_id, event, action, installation_id, repository_id, repository, sender,
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, reason, entry_id, qualified_id, generation
+) VALUES (
+    @delivery_id, @event, sqlc.narg('action'), sqlc.narg('installation_id'), sqlc.narg('repository_id'),
+    sqlc.narg('repository'), sqlc.narg('sender'), @secret_index, @body_sha256, @now::timestamptz, @now::timestamptz,
+    @outcome, sqlc.narg('reason'), sqlc.narg('entry_id'), sqlc.narg('qualified_id'), sqlc.narg('generation')
+);
+
 -- name: DeliverySetOutcome :exec
 UPDATE deliveries
 SET outcome = @outcome, reason = sqlc.narg('reason'), entry_id = sqlc.narg('entry_id'),
