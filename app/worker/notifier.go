@@ -3,9 +3,9 @@ package worker
 import (
 	"log/slog"
 
-	"github.com/gitlease/gitlease/app/service"
-
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gitlease/gitlease/app/service"
 )
 
 // Notifier wakes idle workers in every process when items become pending:
