@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/db/pgtx"
 )
 
 // MaxLeaseBatch is the most items one lease call hands out.
@@ -119,10 +120,10 @@ func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microse
 // intake's delivery record) use it with the Store's *Tx methods.
 // The functions given to AfterCommit in fn's ctx run after the commit.
 // BEGIN goes to the database with fn's first statement, in one round trip
-// (lazyTx); tx does not nest.
+// (db/pgtx); tx does not nest.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	var hooks []func()
-	err := s.runLazyTx(ctx, func(tx pgx.Tx) error {
+	err := pgtx.Run(ctx, s.pool, func(tx pgx.Tx) error {
 		return fn(context.WithValue(ctx, afterCommitKey{}, &hooks), tx)
 	})
 	if err == nil {
@@ -279,3 +280,8 @@ func (s *Store) audit(ctx context.Context, tx dbq.DBTX, id uuid.UUID, at time.Ti
 func (s *Store) timed(op string, start time.Time, err *error) {
 	s.cfg.OnOp(op, time.Since(start), *err)
 }
+
+// AtCommit returns tx for a statement whose result its caller does not need
+// until the commit: in an InTx transaction the statement goes to the
+// database with COMMIT, in one round trip (see db/pgtx.AtCommit).
+func AtCommit(tx pgx.Tx) dbq.DBTX { return pgtx.AtCommit(tx) }

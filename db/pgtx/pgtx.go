@@ -1,4 +1,9 @@
-package queue
+// Package pgtx runs a PostgreSQL transaction whose BEGIN travels with its
+// first statement, and whose chosen statements travel with its COMMIT
+// (pgx batches: one write and one round trip each), so a short
+// transaction — a webhook delivery's: BEGIN + item insert, delivery insert +
+// COMMIT — costs two round trips instead of four.
+package pgtx
 
 import (
 	"context"
@@ -6,11 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/db/dbq"
 )
 
-// lazyTx is the pgx.Tx of a Store.InTx transaction. It sends BEGIN in the
+// lazyTx is the pgx.Tx Run hands its function. It sends BEGIN in the
 // same pipelined batch (pgx.Batch.BeginTx: one write, one Sync) as the
 // transaction's first statement, instead of in a round trip of its own: a
 // webhook delivery's transaction is BEGIN + item insert, delivery insert,
@@ -175,8 +181,8 @@ func (tx *lazyTx) Commit(ctx context.Context) error {
 
 // AtCommit returns tx for a statement whose result its caller does not
 // need until the commit: Exec on it queues the statement, which goes to the
-// database in one batch with COMMIT (one round trip for both) when tx is an
-// InTx transaction, and its failure (a unique violation, say) is Commit's
+// database in one batch with COMMIT (one round trip for both) when tx is a
+// Run transaction, and its failure (a unique violation, say) is Commit's
 // error, after which the transaction is rolled back. Any other tx executes
 // the statement at once. Query and QueryRow are not deferred.
 func AtCommit(tx pgx.Tx) dbq.DBTX {
@@ -232,7 +238,7 @@ func (tx *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 func (tx *lazyTx) LargeObjects() pgx.LargeObjects {
 	t, err := tx.begun(context.Background())
 	if err != nil {
-		panic(fmt.Sprintf("queue: large objects outside a begun transaction: %v", err))
+		panic(fmt.Sprintf("pgtx: large objects outside a begun transaction: %v", err))
 	}
 	return t.LargeObjects()
 }
@@ -299,10 +305,13 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// runLazyTx runs fn in a lazyTx on a connection of the pool, committing it
-// if fn returns nil and rolling it back otherwise (or if fn panics).
-func (s *Store) runLazyTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
-	c, err := s.pool.Acquire(ctx)
+// Run runs fn in a transaction on a connection of pool, committing it if
+// fn returns nil and rolling it back otherwise (or if fn panics). BEGIN goes
+// to the database with fn's first statement; a function that runs no
+// statement sends nothing. The transaction does not nest. It returns fn's
+// error, or the commit's (a statement queued with AtCommit failing, say).
+func Run(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) (err error) {
+	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a connection: %w", err)
 	}

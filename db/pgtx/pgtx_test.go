@@ -1,4 +1,4 @@
-package queue_test
+package pgtx
 
 import (
 	"context"
@@ -8,17 +8,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/db/dbtest"
 )
 
-// TestInTxBeginsWithTheFirstStatement: the transaction InTx runs begins
+// TestRunBeginsWithTheFirstStatement: the transaction Run runs begins
 // with its first statement (sent in one batch with BEGIN), whichever of
 // Exec, Query and QueryRow that is; every statement after it is in the same
 // transaction; an error rolls all of it back; a first statement that fails
 // (a unique violation) reports the database's error and leaves the pool
 // usable; a transaction without statements commits nothing; savepoints work.
-func TestInTxBeginsWithTheFirstStatement(t *testing.T) {
-	store, pool, _ := newStore(t)
+func TestRunBeginsWithTheFirstStatement(t *testing.T) {
+	pool := dbtest.New(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE lazy_tx_probe (k int PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestInTxBeginsWithTheFirstStatement(t *testing.T) {
 			if _, err := pool.Exec(ctx, `TRUNCATE lazy_tx_probe`); err != nil {
 				t.Fatal(err)
 			}
-			err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			err := Run(ctx, pool, func(tx pgx.Tx) error {
 				if err := stmt(ctx, tx); err != nil {
 					return err
 				}
@@ -83,27 +83,27 @@ func TestInTxBeginsWithTheFirstStatement(t *testing.T) {
 			if n := count(); n != 0 {
 				t.Errorf("a rolled back transaction left %d rows", n)
 			}
-			if err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return stmt(ctx, tx) }); err != nil {
+			if err := Run(ctx, pool, func(tx pgx.Tx) error { return stmt(ctx, tx) }); err != nil {
 				t.Fatalf("commit: %v", err)
 			}
 			if n := count(); n == 0 {
 				t.Error("a committed transaction left no rows")
 			}
 			// The same first statement again violates the primary key.
-			err = store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return stmt(ctx, tx) })
+			err = Run(ctx, pool, func(tx pgx.Tx) error { return stmt(ctx, tx) })
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 				t.Fatalf("a failing first statement: %v, want a unique violation", err)
 			}
 		})
 	}
-	if err := store.InTx(ctx, func(context.Context, pgx.Tx) error { return nil }); err != nil {
+	if err := Run(ctx, pool, func(pgx.Tx) error { return nil }); err != nil {
 		t.Errorf("a transaction without statements: %v", err)
 	}
 	if _, err := pool.Exec(ctx, `TRUNCATE lazy_tx_probe`); err != nil {
 		t.Fatal(err)
 	}
-	err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := Run(ctx, pool, func(tx pgx.Tx) error {
 		sp, err := tx.Begin(ctx)
 		if err != nil {
 			return err
@@ -120,75 +120,6 @@ func TestInTxBeginsWithTheFirstStatement(t *testing.T) {
 	var k int
 	if err != nil || pool.QueryRow(ctx, `SELECT k FROM lazy_tx_probe`).Scan(&k) != nil || k != 8 {
 		t.Errorf("savepoint: InTx %v, row %d; want only 8", err, k)
-	}
-	if st := pool.Stat(); st.AcquiredConns() != 0 {
-		t.Errorf("%d connections still acquired", st.AcquiredConns())
-	}
-}
-
-// TestAtCommit: a statement queued with queue.AtCommit runs in the
-// transaction, sent with its COMMIT; when it fails, the whole transaction
-// is rolled back and InTx returns its error; when the body fails, it never
-// runs. It works as the transaction's only statement too.
-func TestAtCommit(t *testing.T) {
-	store, pool, _ := newStore(t)
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `CREATE TABLE at_commit_probe (k int PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	keys := func() (ks []int) {
-		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT k FROM at_commit_probe ORDER BY k`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ks, err = pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ks
-	}
-	insert := func(ctx context.Context, db interface {
-		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-	}, k int) error {
-		_, err := db.Exec(ctx, `INSERT INTO at_commit_probe VALUES ($1)`, k)
-		return err
-	}
-	// Only statement, then after another statement.
-	if err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return insert(ctx, queue.AtCommit(tx), 1) }); err != nil {
-		t.Fatalf("AtCommit alone: %v", err)
-	}
-	if err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := insert(ctx, tx, 2); err != nil {
-			return err
-		}
-		return insert(ctx, queue.AtCommit(tx), 3)
-	}); err != nil {
-		t.Fatalf("AtCommit after a statement: %v", err)
-	}
-	// A deferred statement that fails rolls back the statement before it.
-	err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := insert(ctx, tx, 4); err != nil {
-			return err
-		}
-		return insert(ctx, queue.AtCommit(tx), 1)
-	})
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23505" || !queue.IsRetryable(err) {
-		t.Fatalf("a failing deferred statement: %v, want a (retryable) unique violation", err)
-	}
-	// A failing body never sends it.
-	err = store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := insert(ctx, queue.AtCommit(tx), 5); err != nil {
-			return err
-		}
-		return errors.New("no")
-	})
-	if err == nil {
-		t.Fatal("a failing body committed")
-	}
-	if got := keys(); len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
-		t.Errorf("rows %v, want [1 2 3]", got)
 	}
 	if st := pool.Stat(); st.AcquiredConns() != 0 {
 		t.Errorf("%d connections still acquired", st.AcquiredConns())
