@@ -219,8 +219,9 @@ type EnqueueFilter interface {
 
 // EnqueueTxOptimistic is EnqueueTx for a caller that expects a new item: it
 // inserts at once, without the lookups (and without the expiry sweep), and
-// leaves replays and collisions to the unique indexes. Such a call aborts tx
-// with an error for which IsRetryable is true; the caller then runs its
+// leaves replays and collisions to the insert's own probes and the unique
+// indexes. Such a call returns an error for which IsRetryable is true (and
+// may have aborted tx); the caller then runs its
 // transaction again with EnqueueTx, which answers the replay or collision.
 // A new item costs one statement instead of two.
 func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ EnqueueResult, err error) {
@@ -233,10 +234,11 @@ func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueuePar
 }
 
 // IsRetryable reports whether err is a lost race on one of the queue's
-// unique indexes (or with a legacy item of the subject), after which running
-// the transaction again succeeds or answers from the winner.
+// unique indexes, or an optimistic insert that found its key, subject or
+// reservation taken, after which running the transaction again succeeds or
+// answers from the winner.
 func IsRetryable(err error) bool {
-	return isUniqueViolation(err) || errors.Is(err, errLegacyBlocker) || errors.Is(err, ErrRetry)
+	return isUniqueViolation(err) || errors.Is(err, errBlocked) || errors.Is(err, ErrRetry)
 }
 
 // ErrRetry is what a RunTx body returns (or wraps) when it found, from
@@ -244,9 +246,10 @@ func IsRetryable(err error) bool {
 // start over: RunTx rolls back and runs it again.
 var ErrRetry = errors.New("transaction lost a race: run it again")
 
-// errLegacyBlocker: the insert found a pending or held legacy item of the
-// subject that the lookups had not seen; the full path answers it.
-var errLegacyBlocker = errors.New("a legacy item of the subject appeared: run the enqueue again")
+// errBlocked: the insert found the key bound, the subject live or the
+// reservation held (or a pending or held legacy item of the subject), which
+// the lookups had not seen or were skipped; the full path answers it.
+var errBlocked = errors.New("the key, the subject or the reservation is taken: run the enqueue again")
 
 // enqueue decides from one snapshot of the key's item, the subject's live
 // blocker and the reservation's holder, then creates the item with its next
@@ -305,7 +308,7 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
 	ins, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return EnqueueResult{}, errLegacyBlocker
+		return EnqueueResult{}, errBlocked
 	}
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/db/dbq"
@@ -657,5 +658,50 @@ func TestLegacyItemBlocksANewGeneration(t *testing.T) {
 	}
 	if n := count(t, pool, "SELECT count(*) FROM subject_generations"); n != 0 {
 		t.Fatalf("%d generations allocated, want 0", n)
+	}
+}
+
+// TestOptimisticInsertFindsConflictsWithoutAnError: the optimistic insert
+// answers a bound key, a live subject and a held reservation with a
+// retryable error but no database error: its transaction stays usable, no
+// generation is taken, and the statement stays prepared (pgx drops one
+// whose execution failed, and re-plans it five times per connection).
+func TestOptimisticInsertFindsConflictsWithoutAnError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool, _ := newStore(t)
+	held := mustEnqueue(t, s, queue.EnqueueParams{Dispatch: issue(1), IdempotencyKey: "delivery-1", Reservation: reservation("refs/heads/gitlease/issue-1")})
+	for _, tc := range []struct {
+		name string
+		p    queue.EnqueueParams
+	}{
+		{"bound key", queue.EnqueueParams{Dispatch: issue(1), IdempotencyKey: "delivery-1", Reservation: reservation("refs/heads/gitlease/issue-1")}},
+		{"live subject", queue.EnqueueParams{Dispatch: issue(1), IdempotencyKey: "delivery-2"}},
+		{"held reservation", queue.EnqueueParams{Dispatch: issue(2), IdempotencyKey: "delivery-3", Reservation: reservation("refs/heads/gitlease/issue-1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := s.EnqueueTxOptimistic(ctx, tx, tc.p)
+				if !queue.IsRetryable(err) {
+					t.Errorf("optimistic enqueue: %v, want a retryable error", err)
+				}
+				var pgErr *pgconn.PgError
+				if errors.As(err, &pgErr) {
+					t.Errorf("optimistic enqueue: database error %v, want none", pgErr)
+				}
+				// The transaction was not aborted.
+				var one int
+				return tx.QueryRow(ctx, "SELECT 1").Scan(&one)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if n := count(t, pool, "SELECT last_generation FROM subject_generations WHERE qualified_id = $1", held.Subject.QualifiedID); n != 1 {
+		t.Fatalf("subject's last generation %d, want 1", n)
+	}
+	if n := count(t, pool, "SELECT count(*) FROM subject_generations"); n != 1 {
+		t.Fatalf("%d subjects with generations, want 1", n)
 	}
 }

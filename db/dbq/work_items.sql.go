@@ -1067,12 +1067,20 @@ const workItemInsertNextGeneration = `-- name: WorkItemInsertNextGeneration :one
 WITH gen AS (
     INSERT INTO subject_generations (qualified_id, last_generation)
     SELECT $2::text, 1
-    -- A pending or held legacy item of the subject blocks too, and no index
-    -- says so: then nothing is allocated and no row comes back.
     WHERE NOT EXISTS (
+        SELECT 1 FROM work_items k WHERE k.idempotency_key = $10)
+      AND NOT EXISTS (
+        SELECT 1 FROM work_items l
+        WHERE l.canonical_id = $2::text AND l.subject_generation IS NOT NULL
+          AND l.status IN ('pending', 'assigned', 'held'))
+      AND NOT EXISTS (
         SELECT 1 FROM work_items l
         WHERE l.canonical_id = $2::text AND l.subject_generation IS NULL
           AND l.status IN ('pending', 'held'))
+      AND NOT EXISTS (
+        SELECT 1 FROM work_items r
+        WHERE r.collision_key = lower(btrim($12)) || E'\n' || $14
+          AND r.status IN ('pending', 'assigned', 'held') AND r.collision_key IS NOT NULL)
     ON CONFLICT (qualified_id) DO UPDATE
         SET last_generation = subject_generations.last_generation + 1
     RETURNING last_generation
@@ -1157,6 +1165,14 @@ type WorkItemInsertNextGenerationRow struct {
 // The allocator row stays locked until the transaction ends, and any
 // failure of the insert aborts the transaction, so a generation is only
 // ever taken by an item that commits.
+//
+// When the key is bound, the subject has a live item (or a pending or held
+// legacy one, which no index says) or the reservation is held, nothing is
+// allocated and no row comes back: the caller's full path answers. The
+// unique indexes still decide a race between two such probes. Answering
+// the common conflicts without an error matters beyond the error itself:
+// pgx drops a prepared statement whose execution failed, so every replay
+// would cost its connection the next five plans of this statement.
 // Every column but the dispatch the caller just sent (NULL here): sending
 // the ~12 KB value back costs the database a jsonb-to-text conversion and
 // the wire its size again, for bytes the caller already holds.
