@@ -12,10 +12,20 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// NotifyGap is the least time between two notifications of one Notifier.
+// A signal after a quiet spell is sent at once; under load the signals of
+// each gap become one NOTIFY. Each NOTIFY is a committed transaction of
+// its own (with a WAL flush) and wakes every listener, which at a thousand
+// enqueues a second cost more than the wake-ups are worth: a woken worker
+// leases up to five items, and an idle one learns of new work at most this
+// much later.
+const NotifyGap = 10 * time.Millisecond
+
 // Notifier sends NOTIFY on one channel whenever Signal asks, coalescing
-// any number of signals that arrive while one is being sent into the next
-// one. It sends outside the callers' transactions (call Signal after the
-// commit), so they never wait on Postgres's notification lock.
+// the signals that arrive while one is being sent, or within NotifyGap of
+// the last one, into the next one. It sends outside the callers'
+// transactions (call Signal after the commit), so they never wait on
+// Postgres's notification lock.
 type Notifier struct {
 	pool    *pgxpool.Pool
 	channel string
@@ -55,6 +65,12 @@ func (n *Notifier) loop(ctx context.Context) {
 		}
 		if _, err := n.pool.Exec(ctx, "SELECT pg_notify($1, '')", n.channel); err != nil && ctx.Err() == nil {
 			n.logger.WarnContext(ctx, "could not notify; listeners will poll", "channel", n.channel, "err", err)
+		}
+		// Signals until the gap ends wait in kick as one.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(NotifyGap):
 		}
 	}
 }
