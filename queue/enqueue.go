@@ -93,11 +93,8 @@ func prepareEnqueue(p EnqueueParams) (preparedEnqueue, error) {
 			return pe, invalidf("idempotency_key must be at most %d characters", maxKeyLen)
 		}
 	}
-	if pe.hash, err = RequestHash(d, pe.res, pe.runAt, p.ExpireAfterSecs); err != nil {
-		return pe, fmt.Errorf("hash enqueue request: %w", err)
-	}
-	if pe.dispatch, err = encodeDispatch(d); err != nil {
-		return pe, fmt.Errorf("encode dispatch: %w", err)
+	if pe.dispatch, pe.hash, err = encodeEnqueue(d, pe.res, pe.runAt, p.ExpireAfterSecs); err != nil {
+		return pe, err
 	}
 	pe.subject = d.Subject
 	pe.source = SourceRPC

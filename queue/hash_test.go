@@ -247,7 +247,7 @@ func TestRequestHashFastMatchesSlow(t *testing.T) {
 		for _, r := range []*Reservation{nil, res} {
 			for _, ra := range []*string{nil, &runAt} {
 				for _, e := range []*uint64{nil, &exp} {
-					if _, ok := canonicalRequest(d, r, ra, e); !ok {
+					if _, _, ok := encodeFast(d, r, ra, e); !ok {
 						t.Fatalf("case %d: not taken by the direct writer", i)
 					}
 					fast, err1 := RequestHash(d, r, ra, e)
@@ -273,7 +273,7 @@ func FuzzRequestHashFast(f *testing.F) {
 		d := SubjectDispatch{Subject: &SubjectRef{Kind: kind, ID: id, Title: title, Description: desc, Labels: []string{label}, Metadata: json.RawMessage(meta)},
 			WorkflowRef: "coding", TriggerSource: "fuzz"}
 		r := &Reservation{Repository: "o/r", BaseRef: "refs/heads/main", HeadRef: head}
-		if fast, ok := encodeDispatchFast(d); ok {
+		if fast, _, ok := encodeFast(d, r, nil, nil); ok {
 			std, err := json.Marshal(d)
 			value := func(b []byte) (v any) {
 				dec := json.NewDecoder(bytes.NewReader(b))
@@ -287,7 +287,7 @@ func FuzzRequestHashFast(f *testing.F) {
 				t.Fatalf("one-pass dispatch %s, json.Marshal %s %v", fast, std, err)
 			}
 		}
-		if _, ok := canonicalRequest(d, r, nil, nil); !ok {
+		if _, _, ok := encodeFast(d, r, nil, nil); !ok {
 			return
 		}
 		fast, err1 := RequestHash(d, r, nil, nil)
@@ -318,7 +318,7 @@ func TestEncodeDispatchMatchesMarshal(t *testing.T) {
 			WorkflowRef: "coding", TriggerSource: "github:pull_request.opened", Priority: "high", RequestedAt: at},
 		{Subject: &SubjectRef{Kind: "x", ID: "y", Metadata: json.RawMessage(`{ }`)}, WorkflowRef: "w"},
 	} {
-		fast, ok := encodeDispatchFast(d)
+		fast, _, ok := encodeFast(d, nil, nil, nil)
 		if !ok {
 			t.Fatalf("case %d: not taken by the one-pass encoder", i)
 		}

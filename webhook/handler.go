@@ -137,6 +137,7 @@ type Handler struct {
 	logger   *slog.Logger
 	cfg      HandlerConfig
 	budget   *bodyBudget
+	bodies   bodyPool
 }
 
 // NewHandler returns the webhook endpoint over store, verifying with
@@ -180,7 +181,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	body, status, msg := readBody(w, r)
+	buf := h.bodies.get(int(max(0, min(r.ContentLength, MaxBody))) + bytes.MinRead)
+	// Nothing of a delivery refers to its body once it is answered: the
+	// parse copies what it keeps.
+	defer h.bodies.put(buf)
+	body, status, msg := readBody(w, r, buf)
 	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
 	lg.add(slog.String("delivery_id", deliveryID), slog.String("event", event))
 	if status != 0 {
@@ -304,18 +309,20 @@ func (h *Handler) answered(outcome string) {
 	}
 }
 
-// readBody reads at most MaxBody bytes of the request body. A non-zero
-// status means the body was refused.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
+// readBody reads at most MaxBody bytes of the request body into *into,
+// which keeps the buffer if it had to grow. A non-zero status means the
+// body was refused.
+func readBody(w http.ResponseWriter, r *http.Request, into *[]byte) ([]byte, int, string) {
 	const tooLarge = "body larger than 25 MiB"
 	if r.ContentLength > MaxBody {
 		return nil, http.StatusRequestEntityTooLarge, tooLarge
 	}
 	// Sized from Content-Length (GitHub always sends it), the body is read
 	// into one buffer instead of one grown and copied a few times over.
-	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(r.ContentLength, MaxBody))+bytes.MinRead))
+	buf := bytes.NewBuffer((*into)[:0])
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBody))
 	body := buf.Bytes()
+	*into = body[:0]
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):

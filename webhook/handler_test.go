@@ -2,6 +2,8 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -715,5 +717,46 @@ func TestOnOutcome(t *testing.T) {
 	}
 	if d, w := e.count(t, "deliveries"), e.count(t, "work_items"); d != 1 || w != 1 {
 		t.Errorf("%d deliveries and %d items after a failed hook, want 1 and 1", d, w)
+	}
+}
+
+// TestBodyBuffersAreReusedCleanly: the intake reads bodies into buffers it
+// reuses; a delivery after a larger one (whose buffer was kept, or was too
+// large to keep) is recorded from its own bytes only.
+func TestBodyBuffersAreReusedCleanly(t *testing.T) {
+	t.Parallel()
+	var big map[string]any
+	if err := json.Unmarshal(payload(t, "issues-opened"), &big); err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range []int{200 << 10, 1 << 20} { // kept for reuse, and not
+		e := newEnv(t, defaultOptions())
+		big["issue"].(map[string]any)["body"] = strings.Repeat("x", size)
+		body, err := json.Marshal(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, resp := e.post(t, request{event: "issues", delivery: fmt.Sprintf("d-big-%d", i), body: body}); status != 202 {
+			t.Fatalf("large delivery: %d %+v", status, resp)
+		}
+		small := payload(t, "pull_request-opened")
+		status, resp := e.post(t, request{event: "pull_request", delivery: fmt.Sprintf("d-small-%d", i), body: small})
+		if status != 202 {
+			t.Fatalf("small delivery: %d %+v", status, resp)
+		}
+		sum := sha256.Sum256(small)
+		if d := e.delivery(t, fmt.Sprintf("d-small-%d", i)); d.BodySha256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("small delivery recorded with hash %s, want its body's", d.BodySha256)
+		}
+		var pr struct {
+			PullRequest struct{ Body string } `json:"pull_request"`
+		}
+		if err := json.Unmarshal(small, &pr); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := dispatchOf(t, e.item(t, resp.EntryID))
+		if d.Subject.Description != pr.PullRequest.Body {
+			t.Errorf("small delivery's description %.40q…, want its own %.40q", d.Subject.Description, pr.PullRequest.Body)
+		}
 	}
 }
