@@ -194,14 +194,15 @@ func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res 
 	if !filters || f.ObservesEnqueue(pe.subject) {
 		return res, false, nil
 	}
-	row, err := s.q.WorkItemInsertNextGeneration(ctx, s.pool, s.insertParams(pe, s.now()))
+	ins := s.insertParams(pe, s.now())
+	row, err := s.q.WorkItemInsertNextGeneration(ctx, s.pool, ins)
 	switch {
 	case isUniqueViolation(err) || errors.Is(err, pgx.ErrNoRows):
 		return res, false, nil
 	case err != nil:
 		return res, false, fmt.Errorf("insert work item: %w", err)
 	}
-	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
+	return EnqueueResult{Enqueued: true, EntryID: ins.ID.String(), Subject: SubjectGeneration{
 		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
 	}}, true, nil
 }
@@ -303,23 +304,44 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 // insert creates the item with its subject's next generation and tells the
 // Observer, in tx.
 func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now time.Time) (EnqueueResult, error) {
-	ins, err := s.q.WorkItemInsertNextGeneration(ctx, tx, s.insertParams(pe, now))
+	ins := s.insertParams(pe, now)
+	chosen, err := s.q.WorkItemInsertNextGeneration(ctx, tx, ins)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return EnqueueResult{}, errBlocked
 	}
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}
-	// The insert returns every column but the dispatch, which is the value
-	// just sent (the same JSON value; jsonb may lay it out otherwise).
-	row := dbq.WorkItem(ins)
-	row.Dispatch = pe.dispatch
+	row := insertedRow(ins, chosen)
 	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row, subject: pe.subject}); err != nil {
 		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
 	}
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
 		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
 	}}, nil
+}
+
+// insertedRow is the row WorkItemInsertNextGeneration stored: the values
+// sent, the columns' defaults, and what the database chose. (The dispatch
+// is the JSON value sent; jsonb may lay it out otherwise.)
+// TestInsertedRowIsTheStoredRow holds it equal to the row read back.
+func insertedRow(p dbq.WorkItemInsertNextGenerationParams, chosen dbq.WorkItemInsertNextGenerationRow) dbq.WorkItem {
+	canonical := p.CanonicalID
+	micro := func(t *time.Time) *time.Time { // what the database keeps of a time
+		if t == nil {
+			return nil
+		}
+		return ptr(t.Truncate(time.Microsecond))
+	}
+	return dbq.WorkItem{
+		ID: p.ID, Position: chosen.Position, Status: StatusPending, IsV2: true,
+		SubjectID: canonical, CanonicalID: &canonical, SubjectGeneration: chosen.SubjectGeneration,
+		TaskID: p.TaskID, Dispatch: p.Dispatch, EnqueuedAt: *micro(&p.EnqueuedAt),
+		RunAt: p.RunAt, RunAtTime: micro(p.RunAtTime), ExpireAfterSecs: p.ExpireAfterSecs, ExpiresAfter: micro(p.ExpiresAfter),
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
+		Repository: p.Repository, BaseRef: p.BaseRef, HeadRef: p.HeadRef, CollisionKey: chosen.CollisionKey,
+		Source: p.Source,
+	}
 }
 
 func (s *Store) insertParams(pe preparedEnqueue, now time.Time) dbq.WorkItemInsertNextGenerationParams {

@@ -335,15 +335,10 @@ SELECT @id, 'pending', true, @canonical_id::text, @canonical_id::text, gen.last_
     sqlc.narg('expire_after_secs'), sqlc.narg('expires_after'), sqlc.narg('idempotency_key'),
     @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'), @source
 FROM gen
--- Every column but the dispatch the caller just sent (NULL here): sending
--- the ~12 KB value back costs the database a jsonb-to-text conversion and
--- the wire its size again, for bytes the caller already holds.
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
-    NULL::jsonb AS dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
-    idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id,
-    workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at,
-    finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url,
-    provisioned_generation, result_note, source;
+-- Only what the database chose: the caller holds every value it sent, and
+-- scanning the whole row back (or sending the ~12 KB dispatch back) cost
+-- more than the rest of the enqueue's client side together.
+RETURNING position, subject_generation, collision_key;
 
 -- name: WorkItemDropWaiting :one
 -- An operator's drop: only a pending or held item, never a running one.

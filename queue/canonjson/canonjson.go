@@ -131,7 +131,7 @@ func writeCanonical(b *bytes.Buffer, x any) error {
 	return nil
 }
 
-// writeSerdeString writes s quoted and escaped as serde_json's compact
+// WriteString writes s quoted and escaped as serde_json's compact
 // formatter does.
 func WriteString(b *bytes.Buffer, s string) {
 	const hexDigits = "0123456789abcdef"
@@ -139,6 +139,9 @@ func WriteString(b *bytes.Buffer, s string) {
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue // the common byte first: this loop runs over every description
+		}
 		var esc string
 		switch {
 		case c == '"':
@@ -155,10 +158,8 @@ func WriteString(b *bytes.Buffer, s string) {
 			esc = `\r`
 		case c == '\t':
 			esc = `\t`
-		case c < 0x20:
+		default: // c < 0x20
 			esc = `\u00` + string(hexDigits[c>>4]) + string(hexDigits[c&0xf])
-		default:
-			continue
 		}
 		b.WriteString(s[start:i])
 		b.WriteString(esc)
