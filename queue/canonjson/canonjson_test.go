@@ -215,3 +215,26 @@ func sameUpToFloatDrift(t *testing.T, a, b []byte) bool {
 	}
 	return same(decode(a), decode(b))
 }
+
+// FuzzCanonicalFlat: the one-pass writer for flat objects gives the general
+// path's text wherever it takes the input, and declines everything the
+// general path rejects.
+func FuzzCanonicalFlat(f *testing.F) {
+	for _, s := range []string{
+		`{"installation_id":4242,"repository":"acme/widgets","number":42,"html_url":"https://github.com/acme/widgets/issues/42","sender":"octocat"}`,
+		` { "z" : null , "a" : true, "m": false, "e": "\u00e9\b\"\\", "n": -0, "f": 1.50, "u": 18446744073709551615 } `,
+		`{}`, `{"a":1,"a":2}`, `{"a":[1]}`, `{"a":"\ud800"}`, "{\"a\":\"\xff\"}", `{"a":1e400}`, `{"a":1}x`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		flat, ok := canonicalFlat(data)
+		general, err := canonicalGeneral(data)
+		if !ok {
+			return
+		}
+		if err != nil || !bytes.Equal(flat, general) {
+			t.Fatalf("flat %s; general %s, %v", flat, general, err)
+		}
+	})
+}
