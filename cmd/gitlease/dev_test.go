@@ -52,14 +52,20 @@ func TestDev(t *testing.T) {
 	done := make(chan struct{})
 	var waitErr error
 	baseURL := make(chan string, 1)
+	bannerDone := make(chan struct{}) // the banner's last line was read
 	var out lockedBuffer
 	go func() {
 		urlRE := regexp.MustCompile(`base URL\s+(http://127\.0\.0\.1:\d+)`)
 		sc := bufio.NewScanner(stdout)
+		ended := false
 		for sc.Scan() {
 			out.Write(append(sc.Bytes(), '\n'))
 			if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
 				baseURL <- m[1]
+			}
+			if !ended && strings.Contains(sc.Text(), "Ctrl-C stops it.") {
+				ended = true
+				close(bannerDone)
 			}
 		}
 		io.Copy(io.Discard, stdout)
@@ -92,6 +98,11 @@ func TestDev(t *testing.T) {
 		t.Fatal("gitlease dev printed no base URL within 60s")
 	}
 	waitReady(t, base+"/readyz", 60*time.Second)
+	select { // the checks below read the whole banner, not the part read so far
+	case <-bannerDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("gitlease dev printed no end of its banner within 30s")
+	}
 
 	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, "gitlease deliver --event issues --secret ", "in-process fake GitHub"} {
 		if !strings.Contains(out.String(), want) {
