@@ -81,6 +81,7 @@ func encodeFast(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSec
 	// first is whether the object being written has no member yet.
 	first := false
 	open := func() { b.WriteByte('{'); first = true }
+	end := func() { b.WriteByte('}'); first = false }
 	key := func(name string) {
 		if !first {
 			b.WriteByte(',')
@@ -130,11 +131,10 @@ func encodeFast(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSec
 		metaEnd = b.Len()
 	}
 	str("title", sub.Title, true)
-	b.WriteByte('}')
-	first = false
+	end()
 	str("trigger_source", d.TriggerSource, false)
 	str("workflow_ref", d.WorkflowRef, false)
-	b.WriteByte('}')
+	end()
 	dispatch = b.Bytes()
 
 	// The canonical request: {"dispatch":D,"expire_after_secs":N,
@@ -169,8 +169,7 @@ func encodeFast(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSec
 		str("base_ref", r.BaseRef, false)
 		str("head_ref", r.HeadRef, false)
 		str("repository", r.Repository, false)
-		b.WriteByte('}')
-		first = false
+		end()
 	} else {
 		b.WriteString("null")
 	}
@@ -180,7 +179,7 @@ func encodeFast(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSec
 	} else {
 		b.WriteString("null")
 	}
-	b.WriteByte('}')
+	end()
 	h.Write(b.Bytes())
 	h.Sum(sum[:0])
 	return dispatch, sum, true
