@@ -44,6 +44,7 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, &configError{Setting: "DATABASE_URL", Problem: "not a valid Postgres connection string"}
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	cfg.AfterConnect = db.AfterConnect
 	if !strings.Contains(url, "pool_max_conns") {
 		// pgxpool's default, max(4, cores), makes concurrent deliveries queue
 		// for a connection on a small machine; DATABASE_URL's

@@ -162,6 +162,7 @@ func (s *server) init() error {
 	if s.poolCfg, err = pgxpool.ParseConfig(s.rawURL); err != nil {
 		return fmt.Errorf("dbtest: parse DATABASE_URL as a pool config: %w", err)
 	}
+	s.poolCfg.AfterConnect = db.AfterConnect // as serve's pools
 
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
