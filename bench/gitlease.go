@@ -38,6 +38,7 @@ func newGitlease(ctx context.Context, cfg *pgxpool.Config, o options) (*gitlease
 	if o.whatIf["custom-plans"] {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
+	cfg.AfterConnect = db.AfterConnect // as serve's pools
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gitlease: connect: %w", err)

@@ -9,8 +9,8 @@ import (
 )
 
 // AfterConnect prepares a new connection's type map for gitlease's
-// values; it is a pgxpool.Config.AfterConnect, and every pool gitlease
-// opens sets it.
+// values; it is a pgxpool.Config.AfterConnect, set on serve's pools (every
+// command's), the tests' (db/dbtest) and the River comparison's (bench).
 //
 // pgx encodes a github.com/google/uuid UUID, which implements
 // driver.Valuer, by its Value: the 36-character text, which the uuid codec
