@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,4 +176,73 @@ func fillN(b *testing.B, pool *pgxpool.Pool, from, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkLifecycleLargeDispatch measures one item's whole life with a
+// pull request's ~12 KB description (the size GitHub deliveries bring):
+// enqueue, lease, two renewals, complete. storage=inline is work_items as
+// migrated (toast_tuple_target 8160: the compressed dispatch stays in the
+// row), storage=toasted PostgreSQL's default, which moves it to the TOAST
+// table past 2 KB: inline is cheaper to insert and to read, dearer to
+// update, since every update copies the whole row.
+func BenchmarkLifecycleLargeDispatch(b *testing.B) {
+	desc := prose(12_000)
+	for _, storage := range []string{"inline", "toasted"} {
+		b.Run("storage="+storage, func(b *testing.B) {
+			ctx := context.Background()
+			pool := dbtest.New(b)
+			if storage == "toasted" {
+				if _, err := pool.Exec(ctx, "ALTER TABLE work_items RESET (toast_tuple_target)"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := queue.NewStore(pool, queue.Config{})
+			ttl := uint64(600)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				d := issue(i)
+				d.Subject.Description = desc
+				if _, err := s.Enqueue(ctx, queue.EnqueueParams{Dispatch: d, IdempotencyKey: fmt.Sprintf("d-%d", i)}); err != nil {
+					b.Fatal(err)
+				}
+				res, err := s.Lease(ctx, queue.LeaseParams{Max: 1, OwnerID: "bench", WorkflowIDs: []string{fmt.Sprintf("wf-%d", i)}})
+				if err != nil || len(res.Leased) != 1 {
+					b.Fatalf("lease: %v, %d leased", err, len(res.Leased))
+				}
+				f := res.Leased[0].Execution
+				for range 2 {
+					r, err := s.Renew(ctx, queue.RenewParams{Execution: f, TTLSecs: &ttl})
+					if err != nil || r.Outcome != queue.OutcomeApplied {
+						b.Fatalf("renew: %+v %v", r, err)
+					}
+					f = *r.Execution
+				}
+				if r, err := s.Complete(ctx, queue.CompleteParams{Execution: f, Status: queue.StatusCompleted}); err != nil || r.Outcome != queue.OutcomeApplied {
+					b.Fatalf("complete: %+v %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// prose is n bytes of words drawn from a small vocabulary, about as
+// compressible as an issue's text.
+func prose(n int) string {
+	words := strings.Fields("the a queue lease worker branch pull request issue commit review test fails when after before " +
+		"because gitlease subject generation reservation head base repository check run annotation deploy build " +
+		"error timeout retry config value expected actual line file function return nil context database row index")
+	var sb strings.Builder
+	x := uint32(2463534242)
+	for sb.Len() < n {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		sb.WriteString(words[x%uint32(len(words))])
+		if x%11 == 0 {
+			sb.WriteString(".\n")
+		} else {
+			sb.WriteByte(' ')
+		}
+	}
+	return sb.String()
 }

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -703,5 +704,42 @@ func TestOptimisticInsertFindsConflictsWithoutAnError(t *testing.T) {
 	}
 	if n := count(t, pool, "SELECT count(*) FROM subject_generations"); n != 1 {
 		t.Fatalf("%d subjects with generations, want 1", n)
+	}
+}
+
+// A pull request's dispatch, compressed, stays in its row: no TOAST rows
+// to write at the enqueue or to read back at the lease (migration 00012).
+// One too large for a row is still stored, out of line.
+func TestLargeDispatchStaysInTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool, _ := newStore(t)
+	for i, tc := range []struct {
+		size        int
+		outOfLine   bool
+		maxRowBytes int
+	}{
+		{size: 12_000, maxRowBytes: 8160},
+		{size: 120_000, outOfLine: true},
+	} {
+		d := issue(i)
+		d.Subject.Description = prose(tc.size)
+		res := mustEnqueue(t, s, queue.EnqueueParams{Dispatch: d})
+		leased := mustLease(t, s, "w", 1)
+		var got queue.SubjectDispatch
+		if len(leased) != 1 {
+			t.Fatalf("%d bytes: leased %d items, want 1", tc.size, len(leased))
+		}
+		if err := json.Unmarshal(leased[0].Entry.SubjectDispatch, &got); err != nil || got.Subject.Description != d.Subject.Description {
+			t.Fatalf("%d bytes: the leased dispatch is not the one enqueued (%v)", tc.size, err)
+		}
+		var row, toast int
+		if err := pool.QueryRow(ctx, `SELECT pg_column_size(w.*), pg_relation_size(c.reltoastrelid)
+			FROM work_items w, pg_class c WHERE w.id = $1 AND c.relname = 'work_items'`, res.EntryID).Scan(&row, &toast); err != nil {
+			t.Fatal(err)
+		}
+		if tc.outOfLine != (toast > 0) || (tc.maxRowBytes > 0 && row > tc.maxRowBytes) {
+			t.Errorf("%d bytes: row %d bytes, TOAST table %d bytes; want out of line %v", tc.size, row, toast, tc.outOfLine)
+		}
 	}
 }
