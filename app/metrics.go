@@ -27,6 +27,7 @@ type Metrics struct {
 	// The redelivery reconciler's (docs/webhook.md).
 	redeliveries *prometheus.CounterVec
 	lastScan     prometheus.Gauge
+	groups       *prometheus.HistogramVec
 }
 
 // NewMetrics registers gitlease's metrics, plus Go and process metrics, and
@@ -60,11 +61,16 @@ func NewMetrics(pool *pgxpool.Pool) *Metrics {
 			Name: "gitlease_redelivery_last_scan_timestamp_seconds",
 			Help: "Unix time of the redelivery reconciler's last successful scan of GitHub's delivery log (0: none yet).",
 		}),
+		groups: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gitlease_webhook_group_deliveries",
+			Help:    "Deliveries per group the intake recorded in one transaction (two or more), by result (committed, rolled_back: its deliveries were then recorded one by one).",
+			Buckets: []float64{2, 3, 4, 6, 8, 12, 16, 32, 64},
+		}, []string{"result"}),
 	}
 	for _, r := range []string{"requested", "rejected_skipped", "unrecoverable", "github_refused"} {
 		m.redeliveries.WithLabelValues(r) // every result shows from the start, at 0
 	}
-	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs, m.redeliveries, m.lastScan,
+	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs, m.redeliveries, m.lastScan, m.groups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&dbCollector{pool: pool, q: dbq.New()})
 	return m
@@ -80,6 +86,16 @@ func (m *Metrics) Redelivery(result string) { m.redeliveries.WithLabelValues(res
 // RedeliveryScan records the time of a successful redelivery scan
 // (github.RedeliveryMetrics).
 func (m *Metrics) RedeliveryScan(at time.Time) { m.lastScan.Set(float64(at.UnixNano()) / 1e9) }
+
+// IntakeGroup records one group of deliveries the intake recorded together
+// (webhook.HandlerConfig.OnGroup).
+func (m *Metrics) IntakeGroup(size int, committed bool) {
+	result := "committed"
+	if !committed {
+		result = "rolled_back"
+	}
+	m.groups.WithLabelValues(result).Observe(float64(size))
+}
 
 // QueueOp records one queue operation (for queue.Config.OnOp).
 func (m *Metrics) QueueOp(op string, d time.Duration, err error) {

@@ -218,9 +218,10 @@ type EnqueueFilter interface {
 // EnqueueTxOptimistic is EnqueueTx for a caller that expects a new item: it
 // inserts at once, without the lookups (and without the expiry sweep), and
 // leaves replays and collisions to the insert's own probes and the unique
-// indexes. Such a call returns an error for which IsRetryable is true (and
-// may have aborted tx); the caller then runs its
-// transaction again with EnqueueTx, which answers the replay or collision.
+// indexes. Such a call returns ErrTaken (tx still usable) or, for a race the
+// probes could not see, a unique violation (tx aborted); IsRetryable is true
+// for both, and the caller then runs its transaction again with EnqueueTx,
+// which answers the replay or collision.
 // A new item costs one statement instead of two.
 func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueueParams) (_ EnqueueResult, err error) {
 	defer s.timed("enqueue", time.Now(), &err)
@@ -236,7 +237,7 @@ func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueuePar
 // reservation taken, after which running the transaction again succeeds or
 // answers from the winner.
 func IsRetryable(err error) bool {
-	return isUniqueViolation(err) || errors.Is(err, errBlocked) || errors.Is(err, ErrRetry)
+	return isUniqueViolation(err) || errors.Is(err, ErrTaken) || errors.Is(err, ErrRetry)
 }
 
 // ErrRetry is what a RunTx body returns (or wraps) when it found, from
@@ -244,10 +245,13 @@ func IsRetryable(err error) bool {
 // start over: RunTx rolls back and runs it again.
 var ErrRetry = errors.New("transaction lost a race: run it again")
 
-// errBlocked: the insert found the key bound, the subject live or the
-// reservation held (or a pending or held legacy item of the subject), which
-// the lookups had not seen or were skipped; the full path answers it.
-var errBlocked = errors.New("the key, the subject or the reservation is taken: run the enqueue again")
+// ErrTaken is what EnqueueTxOptimistic returns when its insert found the
+// key bound, the subject live or the reservation held (or a pending or held
+// legacy item of the subject): nothing was written and tx is still usable,
+// so a caller recording several deliveries in one transaction can set this
+// one aside and answer it with EnqueueTx in a transaction of its own.
+// IsRetryable is true for it.
+var ErrTaken = errors.New("the key, the subject or the reservation is taken: run the enqueue again")
 
 // enqueue decides from one snapshot of the key's item, the subject's live
 // blocker and the reservation's holder, then creates the item with its next
@@ -307,11 +311,17 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now t
 	ins := s.insertParams(pe, now)
 	chosen, err := s.q.WorkItemInsertNextGeneration(ctx, tx, ins)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return EnqueueResult{}, errBlocked
+		return EnqueueResult{}, ErrTaken
 	}
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}
+	return s.inserted(ctx, tx, pe, ins, chosen)
+}
+
+// inserted tells the Observer, in tx, of the item ins created with what
+// the database chose, and answers it.
+func (s *Store) inserted(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, ins dbq.WorkItemInsertNextGenerationParams, chosen dbq.WorkItemInsertNextGenerationRow) (EnqueueResult, error) {
 	row := insertedRow(ins, chosen)
 	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row, subject: pe.subject}); err != nil {
 		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)

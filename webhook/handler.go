@@ -121,6 +121,17 @@ type HandlerConfig struct {
 	// (GITLEASE_MAX_INFLIGHT_BODY); past it a delivery is answered 503.
 	// Default DefaultMaxInflightBody.
 	MaxInflightBody int64
+	// GroupSize is the most first arrivals recorded in one transaction
+	// (group.go; GITLEASE_INTAKE_GROUP_SIZE): 1 gives every delivery a
+	// transaction of its own. Default DefaultGroupSize.
+	GroupSize int
+	// Groups is the most such transactions at once (GITLEASE_INTAKE_GROUPS).
+	// Default DefaultGroups.
+	Groups int
+	// OnGroup, if set, is told of every group of two or more deliveries
+	// after its transaction ended: its size and whether it committed (when
+	// not, its deliveries were recorded one by one).
+	OnGroup func(size int, committed bool)
 }
 
 // DefaultTimeout is HandlerConfig.Timeout's default.
@@ -137,6 +148,7 @@ type Handler struct {
 	logger   *slog.Logger
 	cfg      HandlerConfig
 	budget   *bodyBudget
+	group    *committer // nil: every delivery alone
 	bodies   bodyPool
 }
 
@@ -152,11 +164,20 @@ func NewHandler(store *queue.Store, verifier *Verifier, mapper *Mapper, logger *
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.GroupSize <= 0 {
+		cfg.GroupSize = DefaultGroupSize
+	}
+	if cfg.Groups <= 0 {
+		cfg.Groups = DefaultGroups
+	}
+	if cfg.OnGroup == nil {
+		cfg.OnGroup = func(int, bool) {}
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Handler{store: store, verifier: verifier, mapper: mapper, q: dbq.New(), logger: logger, cfg: cfg,
-		budget: newBodyBudget(cfg.MaxInflightBody)}
+		budget: newBodyBudget(cfg.MaxInflightBody), group: newCommitter(cfg.GroupSize, cfg.Groups)}
 }
 
 // ServeHTTP handles one delivery. Before anything is stored it answers, in

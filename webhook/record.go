@@ -29,9 +29,19 @@ type rollbackError struct{ res Result }
 
 func (e *rollbackError) Error() string { return "rolled back: " + string(e.res.Outcome) }
 
-// record runs the delivery's transaction: it records the arrival, then acts
-// on a first arrival or answers a redelivery from the stored row.
+// record runs the delivery's transaction: a first arrival of an enqueue
+// decision joins the next group (group.go); anything else is recorded on
+// its own.
 func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
+	if h.group != nil && a.decision.Kind == KindEnqueue {
+		return h.recordGrouped(ctx, a)
+	}
+	return h.recordAlone(ctx, a)
+}
+
+// recordAlone runs the delivery's own transaction: it records the arrival,
+// then acts on a first arrival or answers a redelivery from the stored row.
+func (h *Handler) recordAlone(ctx context.Context, a arrival) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	var res Result
@@ -41,21 +51,8 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	err := h.store.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, attempt int) (bool, error) {
 		var err error
 		if attempt == 0 {
-			// The fast path: a first arrival is acted on, then recorded with
-			// its outcome in one write, sent with the COMMIT (one round
-			// trip for both). A replay or a collision violates a unique
-			// index of the queue, a redelivery the delivery's primary key
-			// (at the commit): either rolls back and starts over in the full
-			// path below.
-			var stored Outcome
-			if res, stored, err = h.act(ctx, tx, a, true); err != nil {
+			if res, err = h.first(ctx, tx, a); err != nil {
 				return false, err
-			}
-			if err := h.outcome(ctx, tx, res); err != nil {
-				return false, err
-			}
-			if err := h.q.DeliveryInsertFirst(ctx, queue.AtCommit(tx), dbq.DeliveryInsertFirstParams(h.recordParams(a, stored, res))); err != nil {
-				return false, fmt.Errorf("record delivery: %w", err)
 			}
 			return res.Outcome == OutcomeEnqueued, nil
 		}
@@ -72,6 +69,26 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 		return rb.res, nil
 	}
 	return res, err
+}
+
+// first is the fast path of a first arrival: it is acted on, then recorded
+// with its outcome in one write, sent with the COMMIT (one round trip for
+// both). A replay or a collision makes the optimistic insert write nothing
+// (queue.ErrTaken) or violate a unique index of the queue, a redelivery the
+// delivery's primary key (at the commit): the transaction then starts over
+// in the full path.
+func (h *Handler) first(ctx context.Context, tx pgx.Tx, a arrival) (Result, error) {
+	res, stored, err := h.act(ctx, tx, a, true)
+	if err != nil {
+		return res, err
+	}
+	if err := h.outcome(ctx, tx, res); err != nil {
+		return res, err
+	}
+	if err := h.q.DeliveryInsertFirst(ctx, queue.AtCommit(tx), dbq.DeliveryInsertFirstParams(h.recordParams(a, stored, res))); err != nil {
+		return res, fmt.Errorf("record delivery: %w", err)
+	}
+	return res, nil
 }
 
 // outcome tells HandlerConfig.OnOutcome the delivery's outcome, in its
@@ -215,9 +232,20 @@ func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res Result, optimistic
 	if optimistic {
 		enqueue = h.store.EnqueueTxOptimistic
 	}
-	p := res.Decision.Enqueue
+	er, err := enqueue(ctx, tx, enqueueParams(res.Decision))
+	return enqueueAnswer(res, er, err)
+}
+
+// enqueueParams is the enqueue of decision d.
+func enqueueParams(d Decision) queue.EnqueueParams {
+	p := d.Enqueue
 	p.FromGitHub = true // this delivery's signature verified
-	er, err := enqueue(ctx, tx, p)
+	return p
+}
+
+// enqueueAnswer maps the queue's answer to an enqueue, er and err, to the
+// delivery's answer and the outcome to store.
+func enqueueAnswer(res Result, er queue.EnqueueResult, err error) (Result, Outcome, error) {
 	var (
 		sc   *queue.SubjectCollisionError
 		rc   *queue.ReservationCollisionError

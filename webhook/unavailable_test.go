@@ -66,6 +66,26 @@ func TestDatabaseUnavailable(t *testing.T) {
 		e := newEnvOn(t, poolAt(t, "postgres://postgres@"+ln+"/gitlease?sslmode=disable"), defaultOptions())
 		expect503(t, e, "blackhole")
 	})
+	t.Run("burst to a server that never answers", func(t *testing.T) {
+		// Deliveries waiting for a group wait at most the timeout, and the
+		// group's transaction takes at most as long again.
+		t.Parallel()
+		ln := blackhole(t)
+		opts := defaultOptions()
+		opts.handler = webhook.HandlerConfig{Timeout: 500 * time.Millisecond, GroupSize: 4, Groups: 1}
+		e := newEnvOn(t, poolAt(t, "postgres://postgres@"+ln+"/gitlease?sslmode=disable"), opts)
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Go(func() {
+				start := time.Now()
+				status, resp := e.post(t, request{event: "issues", delivery: "burst-" + strconv.Itoa(i), body: issueOpened(t, i+1)})
+				if took := time.Since(start); status != http.StatusServiceUnavailable || resp.Outcome != "" || took > 2*time.Second {
+					t.Errorf("delivery %d: %d %+v after %s, want 503 within 2s", i, status, resp, took)
+				}
+			})
+		}
+		wg.Wait()
+	})
 	t.Run("closed pool", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.New(t)

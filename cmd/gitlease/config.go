@@ -59,6 +59,9 @@ type config struct {
 	WorkerEnv []string
 	// MaxInflightBody bounds the webhook body bytes held at once.
 	MaxInflightBody int64
+	// IntakeGroupSize and IntakeGroups shape the intake's group commit
+	// (webhook.HandlerConfig.GroupSize, Groups).
+	IntakeGroupSize, IntakeGroups int
 	// HTTP bounds the HTTP server (docs/http.md); not a setting, tests shorten it.
 	HTTP httpBounds
 	// GitHubWritesPerSec paces each GitHub credential's writes after a
@@ -102,6 +105,8 @@ var settings = []setting{
 	{env: "GITLEASE_WORKER_USER", flag: "worker-user", help: "OS user worker commands run as (serve running as root)"},
 	{env: "GITLEASE_WORKER_ENV", flag: "worker-env", help: "comma-separated names of server variables passed on to worker commands"},
 	{env: "GITLEASE_MAX_INFLIGHT_BODY", flag: "max-inflight-body", def: "64MiB", help: "webhook body bytes held at once, all requests together; past it 503"},
+	{env: "GITLEASE_INTAKE_GROUP_SIZE", flag: "intake-group-size", def: "8", help: "most webhook deliveries recorded in one transaction when they arrive together (1 = each alone; 1..64)"},
+	{env: "GITLEASE_INTAKE_GROUPS", flag: "intake-groups", def: "2", help: "most such transactions at once (1..16)"},
 	{env: "GITLEASE_MIGRATE", flag: "migrate", def: "true", help: "apply migrations at start"},
 	{env: "GITLEASE_DELIVERY_RETENTION", flag: "delivery-retention", def: "720h", help: "how long webhook delivery records are kept (Go duration, at least 72h)"},
 	{env: "GITLEASE_REDELIVER_INTERVAL", flag: "redeliver-interval", def: "5m", help: "how often the redelivery reconciler scans GitHub's delivery log (0 disables it)"},
@@ -225,6 +230,12 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		return c, &configError{Setting: "GITLEASE_MAX_INFLIGHT_BODY", Problem: fmt.Sprintf("%q is not a size from 25MiB (the largest delivery) to 1TiB, e.g. 64MiB", get("GITLEASE_MAX_INFLIGHT_BODY"))}
 	} else {
 		c.MaxInflightBody = int64(n)
+	}
+	if c.IntakeGroupSize, err = strconv.Atoi(get("GITLEASE_INTAKE_GROUP_SIZE")); err != nil || c.IntakeGroupSize < 1 || c.IntakeGroupSize > 64 {
+		return c, &configError{Setting: "GITLEASE_INTAKE_GROUP_SIZE", Problem: fmt.Sprintf("%q is not a number from 1 to 64", get("GITLEASE_INTAKE_GROUP_SIZE"))}
+	}
+	if c.IntakeGroups, err = strconv.Atoi(get("GITLEASE_INTAKE_GROUPS")); err != nil || c.IntakeGroups < 1 || c.IntakeGroups > 16 {
+		return c, &configError{Setting: "GITLEASE_INTAKE_GROUPS", Problem: fmt.Sprintf("%q is not a number from 1 to 16", get("GITLEASE_INTAKE_GROUPS"))}
 	}
 	if c.Migrate, err = strconv.ParseBool(get("GITLEASE_MIGRATE")); err != nil {
 		return c, &configError{Setting: "GITLEASE_MIGRATE", Problem: fmt.Sprintf("%q is not true or false", get("GITLEASE_MIGRATE"))}

@@ -171,7 +171,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err := registerDashboard(srv.Echo(), cfg, pool, store, outbox, rec, logger); err != nil {
 		return err
 	}
-	intake, err := newIntake(ctx, cfg, store, gh, outbox, items, metrics.Delivery, logger)
+	intake, err := newIntake(ctx, cfg, store, gh, outbox, items, metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, items *github.Items, onAnswer func(outcome string), logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, items *github.Items, metrics *app.Metrics, logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -268,8 +268,9 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
-	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: onAnswer, OnOutcome: outbox.DeliveryFeedback,
-		MaxInflightBody: cfg.MaxInflightBody, CheckSuites: items}), nil
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: metrics.Delivery, OnOutcome: outbox.DeliveryFeedback,
+		MaxInflightBody: cfg.MaxInflightBody, CheckSuites: items,
+		GroupSize: cfg.IntakeGroupSize, Groups: cfg.IntakeGroups, OnGroup: metrics.IntakeGroup}), nil
 }
 
 func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) error {

@@ -1160,6 +1160,128 @@ func (q *Queries) WorkItemInsertNextGeneration(ctx context.Context, db DBTX, arg
 	return i, err
 }
 
+const workItemInsertNextGenerations = `-- name: WorkItemInsertNextGenerations :many
+WITH input AS (
+    SELECT ord, ($2::uuid[])[ord] AS id, ($3::text[])[ord] AS canonical_id,
+        ($4::text[])[ord] AS task_id, ($5::jsonb[])[ord] AS dispatch,
+        ($6::text[])[ord] AS idempotency_key, ($7::text[])[ord] AS request_hash,
+        ($8::text[])[ord] AS repository, ($9::text[])[ord] AS base_ref,
+        ($10::text[])[ord] AS head_ref, ($11::text[])[ord] AS source
+    FROM generate_subscripts($2::uuid[], 1) AS ord
+), free AS (
+    SELECT i.ord, i.id, i.canonical_id, i.task_id, i.dispatch, i.idempotency_key, i.request_hash, i.repository, i.base_ref, i.head_ref, i.source FROM input i
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items k WHERE k.idempotency_key = i.idempotency_key LIMIT 1
+    ) key ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items l
+        WHERE l.canonical_id = i.canonical_id AND l.subject_generation IS NOT NULL
+          AND l.status IN ('pending', 'assigned', 'held')
+        LIMIT 1
+    ) live ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items l
+        WHERE l.canonical_id = i.canonical_id AND l.subject_generation IS NULL
+          AND l.status IN ('pending', 'held')
+        LIMIT 1
+    ) legacy ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items r
+        WHERE r.collision_key = lower(btrim(i.repository)) || E'\n' || i.head_ref
+          AND r.status IN ('pending', 'assigned', 'held') AND r.collision_key IS NOT NULL
+        LIMIT 1
+    ) branch ON true
+    WHERE key.taken IS NULL AND live.taken IS NULL AND legacy.taken IS NULL AND branch.taken IS NULL
+), gen AS (
+    INSERT INTO subject_generations (qualified_id, last_generation)
+    SELECT canonical_id, 1 FROM free ORDER BY ord
+    ON CONFLICT (qualified_id) DO UPDATE
+        SET last_generation = subject_generations.last_generation + 1
+    RETURNING qualified_id, last_generation
+)
+INSERT INTO work_items (
+    id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
+    dispatch, enqueued_at, idempotency_key, request_hash, repository, base_ref, head_ref, source
+)
+SELECT f.id, 'pending', true, f.canonical_id, f.canonical_id, gen.last_generation, NULLIF(f.task_id, ''),
+    f.dispatch, $1, f.idempotency_key, f.request_hash, f.repository, f.base_ref, f.head_ref, f.source
+FROM free f JOIN gen ON gen.qualified_id = f.canonical_id
+ORDER BY f.ord
+RETURNING id, position, subject_generation, collision_key
+`
+
+type WorkItemInsertNextGenerationsParams struct {
+	EnqueuedAt      time.Time
+	Ids             []uuid.UUID
+	CanonicalIds    []string
+	TaskIds         []string
+	Dispatches      [][]byte
+	IdempotencyKeys []string
+	RequestHashes   []string
+	Repositories    []string
+	BaseRefs        []string
+	HeadRefs        []string
+	Sources         []string
+}
+
+type WorkItemInsertNextGenerationsRow struct {
+	ID                uuid.UUID
+	Position          int64
+	SubjectGeneration *int64
+	CollisionKey      *string
+}
+
+// WorkItemInsertNextGeneration for a group of requests in one statement
+// (webhook deliveries committed together): each row is inserted, with its
+// subject's next generation, when its own probes find its key, subject and
+// reservation free, and the rows that were are returned. The probes see
+// what the statement began with, not its own rows: the caller sends rows
+// that differ in key, subject and reservation. Rows go in the order sent,
+// which locks the subjects' generation rows in that order. Every row has a
+// key and a reservation; an empty task ID is none.
+//
+// The probes are LATERAL lookups, one index probe per row whatever the
+// planner guesses of the group's size: as NOT EXISTS, a large guess made
+// them hash joins over the whole table, and a small exact one (unnest's)
+// made every execution plan the statement anew rather than reuse a generic
+// plan.
+func (q *Queries) WorkItemInsertNextGenerations(ctx context.Context, db DBTX, arg WorkItemInsertNextGenerationsParams) ([]WorkItemInsertNextGenerationsRow, error) {
+	rows, err := db.Query(ctx, workItemInsertNextGenerations,
+		arg.EnqueuedAt,
+		arg.Ids,
+		arg.CanonicalIds,
+		arg.TaskIds,
+		arg.Dispatches,
+		arg.IdempotencyKeys,
+		arg.RequestHashes,
+		arg.Repositories,
+		arg.BaseRefs,
+		arg.HeadRefs,
+		arg.Sources,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkItemInsertNextGenerationsRow
+	for rows.Next() {
+		var i WorkItemInsertNextGenerationsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Position,
+			&i.SubjectGeneration,
+			&i.CollisionKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
 SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation, result_note, source FROM work_item_lease_candidates($1::timestamptz, $2::bigint, $3::integer)
 `

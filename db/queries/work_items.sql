@@ -340,6 +340,69 @@ FROM gen
 -- more than the rest of the enqueue's client side together.
 RETURNING position, subject_generation, collision_key;
 
+-- name: WorkItemInsertNextGenerations :many
+-- WorkItemInsertNextGeneration for a group of requests in one statement
+-- (webhook deliveries committed together): each row is inserted, with its
+-- subject's next generation, when its own probes find its key, subject and
+-- reservation free, and the rows that were are returned. The probes see
+-- what the statement began with, not its own rows: the caller sends rows
+-- that differ in key, subject and reservation. Rows go in the order sent,
+-- which locks the subjects' generation rows in that order. Every row has a
+-- key and a reservation; an empty task ID is none.
+--
+-- The probes are LATERAL lookups, one index probe per row whatever the
+-- planner guesses of the group's size: as NOT EXISTS, a large guess made
+-- them hash joins over the whole table, and a small exact one (unnest's)
+-- made every execution plan the statement anew rather than reuse a generic
+-- plan.
+WITH input AS (
+    SELECT ord, (@ids::uuid[])[ord] AS id, (@canonical_ids::text[])[ord] AS canonical_id,
+        (@task_ids::text[])[ord] AS task_id, (@dispatches::jsonb[])[ord] AS dispatch,
+        (@idempotency_keys::text[])[ord] AS idempotency_key, (@request_hashes::text[])[ord] AS request_hash,
+        (@repositories::text[])[ord] AS repository, (@base_refs::text[])[ord] AS base_ref,
+        (@head_refs::text[])[ord] AS head_ref, (@sources::text[])[ord] AS source
+    FROM generate_subscripts(@ids::uuid[], 1) AS ord
+), free AS (
+    SELECT i.* FROM input i
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items k WHERE k.idempotency_key = i.idempotency_key LIMIT 1
+    ) key ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items l
+        WHERE l.canonical_id = i.canonical_id AND l.subject_generation IS NOT NULL
+          AND l.status IN ('pending', 'assigned', 'held')
+        LIMIT 1
+    ) live ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items l
+        WHERE l.canonical_id = i.canonical_id AND l.subject_generation IS NULL
+          AND l.status IN ('pending', 'held')
+        LIMIT 1
+    ) legacy ON true
+    LEFT JOIN LATERAL (
+        SELECT true AS taken FROM work_items r
+        WHERE r.collision_key = lower(btrim(i.repository)) || E'\n' || i.head_ref
+          AND r.status IN ('pending', 'assigned', 'held') AND r.collision_key IS NOT NULL
+        LIMIT 1
+    ) branch ON true
+    WHERE key.taken IS NULL AND live.taken IS NULL AND legacy.taken IS NULL AND branch.taken IS NULL
+), gen AS (
+    INSERT INTO subject_generations (qualified_id, last_generation)
+    SELECT canonical_id, 1 FROM free ORDER BY ord
+    ON CONFLICT (qualified_id) DO UPDATE
+        SET last_generation = subject_generations.last_generation + 1
+    RETURNING qualified_id, last_generation
+)
+INSERT INTO work_items (
+    id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
+    dispatch, enqueued_at, idempotency_key, request_hash, repository, base_ref, head_ref, source
+)
+SELECT f.id, 'pending', true, f.canonical_id, f.canonical_id, gen.last_generation, NULLIF(f.task_id, ''),
+    f.dispatch, @enqueued_at, f.idempotency_key, f.request_hash, f.repository, f.base_ref, f.head_ref, f.source
+FROM free f JOIN gen ON gen.qualified_id = f.canonical_id
+ORDER BY f.ord
+RETURNING id, position, subject_generation, collision_key;
+
 -- name: WorkItemDropWaiting :one
 -- An operator's drop: only a pending or held item, never a running one.
 UPDATE work_items SET status = 'dropped', finished_at = @now::timestamptz
