@@ -19,15 +19,18 @@ import (
 // Group commit: first arrivals that wait at the same time are recorded in
 // one transaction.
 //
-// Under load most of a delivery's database cost is not its rows but its
-// transaction: BEGIN, COMMIT and its WAL flush, and the round trips to get
-// there, on both sides of the connection. Deliveries that arrive while
-// others are being committed join the next group instead, up to
-// HandlerConfig.GroupSize, at most HandlerConfig.Groups groups at once. Each
-// delivery's record and item still commit together before its answer; a
-// group only ever adds deliveries to a commit. An arrival alone (the usual
-// case at low load) is a group of one, which is the transaction it had
-// before: nothing waits for company.
+// Under load much of a delivery's database cost is not its rows but its
+// transaction and statements: BEGIN, COMMIT and its WAL flush, each
+// statement's start-up (the 14 check constraints of work_items are read
+// and prepared anew for every statement), and the round trips, on both
+// sides of the connection. Deliveries that arrive while others are being
+// committed join the next group instead, up to HandlerConfig.GroupSize, at
+// most HandlerConfig.Groups groups at once. A group is one transaction: one
+// statement creates its members' items (queue.Store.EnqueueGroupTx), and
+// their delivery rows go with the COMMIT. Each delivery's record and item
+// still commit together before its answer; a group only ever adds
+// deliveries to a commit. An arrival alone (the usual case at low load) is
+// recorded in the transaction it had before: nothing waits for company.
 //
 // A group holds only the fast path of first arrivals of enqueue decisions.
 // A delivery whose insert found its key, subject or reservation taken (a
@@ -64,8 +67,10 @@ type member struct {
 
 	res Result
 	err error // the group's, when the database did not answer
-	// alone: the group did not record it; its own transaction must.
-	alone bool
+	// alone: the group did not record it; its own transaction must, from
+	// the start of the full path when full (its key, subject or branch is
+	// taken: the fast path would only find that again).
+	alone, full bool
 }
 
 func newCommitter(size, groups int) *committer {
@@ -152,7 +157,7 @@ wait:
 		}
 	}
 	if m.alone {
-		return h.recordAlone(ctx, a)
+		return h.recordAlone(ctx, a, m.full)
 	}
 	return m.res, m.err
 }
@@ -176,7 +181,7 @@ func (h *Handler) commitGroup(ctx context.Context, g []*member) {
 		// Alone, its own transaction is the same work in fewer statements;
 		// it still holds the slot, so that arrivals meanwhile form the next
 		// group.
-		g[0].res, g[0].err = h.recordAlone(ctx, g[0].a)
+		g[0].res, g[0].err = h.recordAlone(ctx, g[0].a, false)
 		return
 	}
 	// The delivery rows go in one order in every group (the queue orders
@@ -198,7 +203,7 @@ func (h *Handler) commitGroup(ctx context.Context, g []*member) {
 		switch {
 		case err == nil:
 		case retry:
-			m.alone = true
+			m.alone, m.full = true, false
 		default:
 			m.alone, m.err = false, err
 		}
@@ -222,7 +227,7 @@ func (h *Handler) recordGroup(ctx context.Context, tx pgx.Tx, g []*member) (bool
 	pending := false
 	for i, m := range g {
 		if errors.Is(answers[i].Err, queue.ErrTaken) {
-			m.alone = true
+			m.alone, m.full = true, true
 			continue
 		}
 		res := Result{Event: m.a.event, Decision: m.a.decision, Response: Response{DeliveryID: m.a.deliveryID}}

@@ -36,12 +36,14 @@ func (h *Handler) record(ctx context.Context, a arrival) (Result, error) {
 	if h.group != nil && a.decision.Kind == KindEnqueue {
 		return h.recordGrouped(ctx, a)
 	}
-	return h.recordAlone(ctx, a)
+	return h.recordAlone(ctx, a, false)
 }
 
 // recordAlone runs the delivery's own transaction: it records the arrival,
 // then acts on a first arrival or answers a redelivery from the stored row.
-func (h *Handler) recordAlone(ctx context.Context, a arrival) (Result, error) {
+// full skips the fast path, for an arrival known to be a replay or a
+// collision.
+func (h *Handler) recordAlone(ctx context.Context, a arrival, full bool) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	var res Result
@@ -50,7 +52,7 @@ func (h *Handler) recordAlone(ctx context.Context, a arrival) (Result, error) {
 	// collision). It wakes idle workers after committing a new item.
 	err := h.store.RunTx(ctx, func(ctx context.Context, tx pgx.Tx, attempt int) (bool, error) {
 		var err error
-		if attempt == 0 {
+		if attempt == 0 && !full {
 			if res, err = h.first(ctx, tx, a); err != nil {
 				return false, err
 			}
