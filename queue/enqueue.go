@@ -316,19 +316,18 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now t
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("insert work item: %w", err)
 	}
-	return s.inserted(ctx, tx, pe, ins, chosen)
-}
-
-// inserted tells the Observer, in tx, of the item ins created with what
-// the database chose, and answers it.
-func (s *Store) inserted(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, ins dbq.WorkItemInsertNextGenerationParams, chosen dbq.WorkItemInsertNextGenerationRow) (EnqueueResult, error) {
 	row := insertedRow(ins, chosen)
 	if err := s.cfg.Observer.Enqueued(ctx, tx, Item{row: row, subject: pe.subject}); err != nil {
 		return EnqueueResult{}, fmt.Errorf("observe enqueue: %w", err)
 	}
+	return enqueued(row, pe), nil
+}
+
+// enqueued is the answer for row, created for pe.
+func enqueued(row dbq.WorkItem, pe preparedEnqueue) EnqueueResult {
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
 		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
-	}}, nil
+	}}
 }
 
 // insertedRow is the row WorkItemInsertNextGeneration stored: the values

@@ -89,6 +89,7 @@ func (s *Store) EnqueueGroupTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParam
 		if err != nil {
 			return nil, fmt.Errorf("insert work items: %w", err)
 		}
+		var items []Item
 		for _, m := range grouped {
 			j := slices.IndexFunc(rows, func(r dbq.WorkItemInsertNextGenerationsRow) bool { return r.ID == m.ins.ID })
 			if j < 0 {
@@ -96,10 +97,12 @@ func (s *Store) EnqueueGroupTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParam
 				continue
 			}
 			r := rows[j]
-			chosen := dbq.WorkItemInsertNextGenerationRow{Position: r.Position, SubjectGeneration: r.SubjectGeneration, CollisionKey: r.CollisionKey}
-			if answers[m.i].Result, err = s.inserted(ctx, tx, m.pe, m.ins, chosen); err != nil {
-				return nil, err
-			}
+			row := insertedRow(m.ins, dbq.WorkItemInsertNextGenerationRow{Position: r.Position, SubjectGeneration: r.SubjectGeneration, CollisionKey: r.CollisionKey})
+			items = append(items, Item{row: row, subject: m.pe.subject})
+			answers[m.i].Result = enqueued(row, m.pe)
+		}
+		if err := s.observeGroup(ctx, tx, items); err != nil {
+			return nil, err
 		}
 	}
 	for _, m := range single {
@@ -114,4 +117,21 @@ func (s *Store) EnqueueGroupTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParam
 		}
 	}
 	return answers, nil
+}
+
+// observeGroup tells the Observer of a group's new items: at once when it
+// is a GroupObserver, else one by one.
+func (s *Store) observeGroup(ctx context.Context, tx pgx.Tx, items []Item) error {
+	if g, ok := s.cfg.Observer.(GroupObserver); ok {
+		if err := g.EnqueuedGroup(ctx, tx, items); err != nil {
+			return fmt.Errorf("observe enqueues: %w", err)
+		}
+		return nil
+	}
+	for _, it := range items {
+		if err := s.cfg.Observer.Enqueued(ctx, tx, it); err != nil {
+			return fmt.Errorf("observe enqueue: %w", err)
+		}
+	}
+	return nil
 }

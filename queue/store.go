@@ -70,6 +70,14 @@ type Observer interface {
 	Finished(ctx context.Context, tx pgx.Tx, it Item) error
 }
 
+// GroupObserver is implemented by an Observer that can write what Enqueued
+// writes for several new items at once. Store.EnqueueGroupTx calls
+// EnqueuedGroup once with a group's new items, in the order they were
+// created, instead of Enqueued for each.
+type GroupObserver interface {
+	EnqueuedGroup(ctx context.Context, tx pgx.Tx, items []Item) error
+}
+
 type nopObserver struct{}
 
 func (nopObserver) ObservesEnqueue(*SubjectRef) bool { return false }

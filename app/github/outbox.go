@@ -102,6 +102,7 @@ func (o *Outbox) SignalWith(signal func()) *Outbox {
 var (
 	_ queue.Observer      = (*Outbox)(nil)
 	_ queue.EnqueueFilter = (*Outbox)(nil)
+	_ queue.GroupObserver = (*Outbox)(nil)
 )
 
 // ObservesEnqueue reports whether Enqueued may write anything for an item
@@ -141,17 +142,53 @@ func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u check
 // the database with the transaction's COMMIT (queue.AtCommit): it is the
 // first row of the new item's lane, and nothing in the transaction reads it.
 func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
-	m, ok := itemMeta(it)
-	if !ok || m.Kind != webhook.KindPullRequest || m.HeadSHA == "" {
+	id, u, ok := queuedCheckRun(it)
+	if !ok {
 		return nil
 	}
-	id := uuid.MustParse(it.EntryID())
-	return o.insertVia(ctx, queue.AtCommit(tx), "checks/"+id.String(), kindCheckRun, &id, checkRunUpdate{
+	return o.insertVia(ctx, queue.AtCommit(tx), "checks/"+id.String(), kindCheckRun, &id, u)
+}
+
+// EnqueuedGroup is Enqueued for a group of new items (queue.GroupObserver):
+// their rows in one statement, with the COMMIT.
+func (o *Outbox) EnqueuedGroup(ctx context.Context, tx pgx.Tx, items []queue.Item) error {
+	var p dbq.OutboxInsertManyParams
+	for _, it := range items {
+		id, u, ok := queuedCheckRun(it)
+		if !ok {
+			continue
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return fmt.Errorf("encode outbox %s: %w", kindCheckRun, err)
+		}
+		p.Lanes, p.Kinds = append(p.Lanes, "checks/"+id.String()), append(p.Kinds, kindCheckRun)
+		p.EntryIds, p.Payloads = append(p.EntryIds, id), append(p.Payloads, b)
+	}
+	if len(p.Lanes) == 0 {
+		return nil
+	}
+	p.Now = o.now()
+	if err := o.q.OutboxInsertMany(ctx, queue.AtCommit(tx), p); err != nil {
+		return fmt.Errorf("write outbox %s: %w", kindCheckRun, err)
+	}
+	queue.AfterCommit(ctx, o.signal)
+	return nil
+}
+
+// queuedCheckRun is the queued check run a new item gets, if it gets one
+// now: a pull request's, on its head commit.
+func queuedCheckRun(it queue.Item) (uuid.UUID, checkRunUpdate, bool) {
+	m, ok := itemMeta(it)
+	if !ok || m.Kind != webhook.KindPullRequest || m.HeadSHA == "" {
+		return uuid.UUID{}, checkRunUpdate{}, false
+	}
+	return uuid.MustParse(it.EntryID()), checkRunUpdate{
 		Status: "queued",
 		Title:  fmt.Sprintf("Queued: generation %d", it.Generation()),
 		Summary: fmt.Sprintf("gitlease queued generation %d of %s for this pull request (entry %s). "+
 			"It waits for a worker to lease it.", it.Generation(), it.QualifiedID(), it.EntryID()),
-	})
+	}, true
 }
 
 // Leased moves the check run to in_progress and, for an issue item not yet

@@ -322,6 +322,43 @@ func TestSendersShareOneOutbox(t *testing.T) {
 	}
 }
 
+// TestGroupOfItemsCheckRuns: items enqueued as a group (the webhook
+// intake's group commit) get the check runs items enqueued one by one get:
+// a queued one on each pull request's head commit, none for an issue yet.
+func TestGroupOfItemsCheckRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	shas := map[int]string{1: h.gh.Push(repoName, "feature-1", "one"), 3: h.gh.Push(repoName, "feature-3", "three")}
+	ps := []queue.EnqueueParams{pullRequestParams(1, shas[1]), issueParams(2), pullRequestParams(3, shas[3])}
+	ps[0].IdempotencyKey, ps[2].IdempotencyKey = "delivery-pr-1", "delivery-pr-3"
+	var answers []queue.GroupAnswer
+	err := h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		answers, err = h.store.EnqueueGroupTx(ctx, tx, ps)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range answers {
+		if a.Err != nil || !a.Result.Enqueued {
+			t.Fatalf("request %d: %+v", i, a)
+		}
+	}
+	h.drain(t, h.sender(t))
+	runs := h.gh.CheckRuns(repoName)
+	if len(runs) != 2 {
+		t.Fatalf("check runs: %+v, want one for each pull request", runs)
+	}
+	for _, r := range runs {
+		n := map[string]int{answers[0].Result.EntryID: 1, answers[2].Result.EntryID: 3}[r.ExternalID]
+		if n == 0 || r.HeadSHA != shas[n] || r.Status != "queued" || r.Name != "gitlease" {
+			t.Errorf("check run %+v, want gitlease queued on pull request 1's or 3's head", r)
+		}
+	}
+}
+
 // TestPullRequestItemCheckRun: a pull-request item's check run is created
 // queued on the head commit at enqueue, then follows the item.
 func TestPullRequestItemCheckRun(t *testing.T) {

@@ -207,6 +207,34 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 	return err
 }
 
+const outboxInsertMany = `-- name: OutboxInsertMany :exec
+INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
+SELECT ($1::text[])[i], ($2::text[])[i], ($3::uuid[])[i], ($4::jsonb[])[i],
+    $5::timestamptz, $5::timestamptz
+FROM generate_subscripts($1::text[], 1) AS i
+`
+
+type OutboxInsertManyParams struct {
+	Lanes    []string
+	Kinds    []string
+	EntryIds []uuid.UUID
+	Payloads [][]byte
+	Now      time.Time
+}
+
+// OutboxInsert of several rows in one statement: the queued check runs of
+// a group of new items (queue.GroupObserver).
+func (q *Queries) OutboxInsertMany(ctx context.Context, db DBTX, arg OutboxInsertManyParams) error {
+	_, err := db.Exec(ctx, outboxInsertMany,
+		arg.Lanes,
+		arg.Kinds,
+		arg.EntryIds,
+		arg.Payloads,
+		arg.Now,
+	)
+	return err
+}
+
 const outboxNextDue = `-- name: OutboxNextDue :one
 SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending'
 `

@@ -2,6 +2,14 @@
 INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
 VALUES (@lane, @kind, sqlc.narg('entry_id'), @payload, @now::timestamptz, @now::timestamptz);
 
+-- name: OutboxInsertMany :exec
+-- OutboxInsert of several rows in one statement: the queued check runs of
+-- a group of new items (queue.GroupObserver).
+INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
+SELECT (@lanes::text[])[i], (@kinds::text[])[i], (@entry_ids::uuid[])[i], (@payloads::jsonb[])[i],
+    @now::timestamptz, @now::timestamptz
+FROM generate_subscripts(@lanes::text[], 1) AS i;
+
 -- name: OutboxClaimBatch :many
 -- Claims due rows that are first in their lane. SKIP LOCKED keeps senders
 -- in other processes off the same rows; the claim (locked_until) keeps them
