@@ -225,6 +225,7 @@ func (h *Handler) recordGroup(ctx context.Context, tx pgx.Tx, g []*member) (bool
 		return false, fmt.Errorf("enqueue: %w", err)
 	}
 	pending := false
+	var rows dbq.DeliveryInsertFirstsParams
 	for i, m := range g {
 		if errors.Is(answers[i].Err, queue.ErrTaken) {
 			m.alone, m.full = true, true
@@ -243,11 +244,28 @@ func (h *Handler) recordGroup(ctx context.Context, tx pgx.Tx, g []*member) (bool
 		if err := h.outcome(ctx, tx, res); err != nil {
 			return false, err
 		}
-		if err := h.q.DeliveryInsertFirst(ctx, queue.AtCommit(tx), dbq.DeliveryInsertFirstParams(h.recordParams(m.a, stored, res))); err != nil {
-			return false, fmt.Errorf("record delivery: %w", err)
+		p := h.recordParams(m.a, stored, res)
+		if stored != OutcomeEnqueued || p.EntryID == nil || p.QualifiedID == nil || p.Generation == nil || p.Reason != nil {
+			// Not the enqueue DeliveryInsertFirsts stores: a row of its own.
+			if err := h.q.DeliveryInsertFirst(ctx, queue.AtCommit(tx), dbq.DeliveryInsertFirstParams(p)); err != nil {
+				return false, fmt.Errorf("record delivery: %w", err)
+			}
+		} else {
+			rows.Now = p.Now
+			rows.DeliveryIds, rows.Events = append(rows.DeliveryIds, p.DeliveryID), append(rows.Events, p.Event)
+			rows.Actions, rows.Senders = append(rows.Actions, deref(p.Action)), append(rows.Senders, deref(p.Sender))
+			rows.InstallationIds, rows.RepositoryIds = append(rows.InstallationIds, deref(p.InstallationID)), append(rows.RepositoryIds, deref(p.RepositoryID))
+			rows.Repositories, rows.SecretIndexes = append(rows.Repositories, deref(p.Repository)), append(rows.SecretIndexes, p.SecretIndex)
+			rows.BodySha256s, rows.EntryIds = append(rows.BodySha256s, p.BodySha256), append(rows.EntryIds, *p.EntryID)
+			rows.QualifiedIds, rows.Generations = append(rows.QualifiedIds, *p.QualifiedID), append(rows.Generations, *p.Generation)
 		}
 		m.res = res
 		pending = pending || res.Outcome == OutcomeEnqueued
+	}
+	if len(rows.DeliveryIds) > 0 {
+		if err := h.q.DeliveryInsertFirsts(ctx, queue.AtCommit(tx), rows); err != nil {
+			return false, fmt.Errorf("record deliveries: %w", err)
+		}
 	}
 	return pending, nil
 }

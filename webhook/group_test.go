@@ -2,6 +2,8 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -145,11 +147,23 @@ func testGroupCommit(t *testing.T, slots int) {
 	if live != fresh+2 || subjects != live {
 		t.Errorf("%d live items over %d subjects, want %d each", live, subjects, fresh+2)
 	}
-	// Each answer names the item its delivery row names.
+	// Each answer names the item its delivery row names, and a row written
+	// in a group holds what one written alone holds.
 	for i, a := range answers {
 		d := e.delivery(t, rqs[i].delivery)
 		if d.EntryID == nil || d.EntryID.String() != a.EntryID {
 			t.Errorf("%s answered %s, its row names %v", rqs[i].delivery, a.EntryID, d.EntryID)
+		}
+		if a.Outcome != webhook.OutcomeEnqueued {
+			continue
+		}
+		sum := sha256.Sum256(rqs[i].body)
+		got := fmt.Sprint(d.Event, deref(d.Action), deref(d.InstallationID), deref(d.RepositoryID), deref(d.Repository),
+			deref(d.Sender), d.SecretIndex, d.BodySha256, d.Outcome, d.Reason, deref(d.QualifiedID), deref(d.Generation))
+		want := fmt.Sprint("issues", "opened", installID, repoID, repoName, "octocat", 0, hex.EncodeToString(sum[:]),
+			"enqueued", (*string)(nil), a.QualifiedID, 1)
+		if got != want {
+			t.Errorf("%s: row %s, want %s", rqs[i].delivery, got, want)
 		}
 	}
 }

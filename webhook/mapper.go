@@ -526,9 +526,11 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 	}, nil
 }
 
-func deref(p *string) string {
+// deref is *p, or T's zero value for nil.
+func deref[T any](p *T) T {
 	if p == nil {
-		return ""
+		var zero T
+		return zero
 	}
 	return *p
 }

@@ -96,6 +96,59 @@ func (q *Queries) DeliveryInsertFirst(ctx context.Context, db DBTX, arg Delivery
 	return err
 }
 
+const deliveryInsertFirsts = `-- name: DeliveryInsertFirsts :exec
+INSERT INTO deliveries (
+    delivery_id, event, action, installation_id, repository_id, repository, sender,
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, entry_id, qualified_id, generation
+)
+SELECT ($1::text[])[i], ($2::text[])[i], NULLIF(($3::text[])[i], ''),
+    NULLIF(($4::bigint[])[i], 0), NULLIF(($5::bigint[])[i], 0),
+    NULLIF(($6::text[])[i], ''), NULLIF(($7::text[])[i], ''),
+    ($8::int[])[i], ($9::text[])[i], $10::timestamptz, $10::timestamptz,
+    'enqueued', ($11::uuid[])[i], ($12::text[])[i], ($13::bigint[])[i]
+FROM generate_subscripts($1::text[], 1) AS i
+`
+
+type DeliveryInsertFirstsParams struct {
+	DeliveryIds     []string
+	Events          []string
+	Actions         []string
+	InstallationIds []int64
+	RepositoryIds   []int64
+	Repositories    []string
+	Senders         []string
+	SecretIndexes   []int32
+	BodySha256s     []string
+	Now             time.Time
+	EntryIds        []uuid.UUID
+	QualifiedIds    []string
+	Generations     []int64
+}
+
+// DeliveryInsertFirst for a group of first arrivals that each enqueued an
+// item (the intake's group commit), in one statement sent with the COMMIT.
+// An empty action, repository or sender and a zero installation or
+// repository ID are none.
+func (q *Queries) DeliveryInsertFirsts(ctx context.Context, db DBTX, arg DeliveryInsertFirstsParams) error {
+	_, err := db.Exec(ctx, deliveryInsertFirsts,
+		arg.DeliveryIds,
+		arg.Events,
+		arg.Actions,
+		arg.InstallationIds,
+		arg.RepositoryIds,
+		arg.Repositories,
+		arg.Senders,
+		arg.SecretIndexes,
+		arg.BodySha256s,
+		arg.Now,
+		arg.EntryIds,
+		arg.QualifiedIds,
+		arg.Generations,
+	)
+	return err
+}
+
 const deliveryPrune = `-- name: DeliveryPrune :execrows
 DELETE FROM deliveries
 WHERE delivery_id IN (

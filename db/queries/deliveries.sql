@@ -31,6 +31,23 @@ INSERT INTO deliveries (
     @outcome, sqlc.narg('reason'), sqlc.narg('entry_id'), sqlc.narg('qualified_id'), sqlc.narg('generation')
 );
 
+-- name: DeliveryInsertFirsts :exec
+-- DeliveryInsertFirst for a group of first arrivals that each enqueued an
+-- item (the intake's group commit), in one statement sent with the COMMIT.
+-- An empty action, repository or sender and a zero installation or
+-- repository ID are none.
+INSERT INTO deliveries (
+    delivery_id, event, action, installation_id, repository_id, repository, sender,
+    secret_index, body_sha256, received_at, last_received_at,
+    outcome, entry_id, qualified_id, generation
+)
+SELECT (@delivery_ids::text[])[i], (@events::text[])[i], NULLIF((@actions::text[])[i], ''),
+    NULLIF((@installation_ids::bigint[])[i], 0), NULLIF((@repository_ids::bigint[])[i], 0),
+    NULLIF((@repositories::text[])[i], ''), NULLIF((@senders::text[])[i], ''),
+    (@secret_indexes::int[])[i], (@body_sha256s::text[])[i], @now::timestamptz, @now::timestamptz,
+    'enqueued', (@entry_ids::uuid[])[i], (@qualified_ids::text[])[i], (@generations::bigint[])[i]
+FROM generate_subscripts(@delivery_ids::text[], 1) AS i;
+
 -- name: DeliverySetOutcome :exec
 UPDATE deliveries
 SET outcome = @outcome, reason = sqlc.narg('reason'), entry_id = sqlc.narg('entry_id'),
