@@ -37,7 +37,8 @@ type Sweeper struct {
 	cfg    SweeperConfig
 	logger *slog.Logger
 
-	service.Service
+	// Periodic runs RunOnce at Start and every Interval, until Stop.
+	service.Periodic
 }
 
 // NewSweeper returns a Sweeper that recovers into worker, the built-in
@@ -52,28 +53,10 @@ func NewSweeper(store *queue.Store, worker *Worker, cfg SweeperConfig, logger *s
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{store: store, worker: worker, cfg: cfg, logger: logger.With("owner_id", worker.OwnerID())}
-}
-
-// Start sweeps every Interval in the background until Stop or ctx ends.
-// It returns an error if the sweeper was started before.
-func (s *Sweeper) Start(ctx context.Context) error {
-	return s.Service.Start(ctx, s.loop)
-}
-
-func (s *Sweeper) loop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "lease recovery sweep failed", "err", err)
-		}
-	}
+	s := &Sweeper{store: store, worker: worker, cfg: cfg, logger: logger.With("owner_id", worker.OwnerID())}
+	s.Periodic = service.Periodic{Name: "lease recovery sweep", Interval: cfg.Interval, Logger: s.logger,
+		Run: func(ctx context.Context) error { _, err := s.RunOnce(ctx); return err }}
+	return s
 }
 
 // SweepResult counts what one sweep did.
