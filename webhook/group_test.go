@@ -4,15 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/gitlease/gitlease/db/dbtest"
-	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"
 )
 
@@ -31,48 +26,16 @@ type groupCounts struct{ committed, rolledBack atomic.Int32 }
 // that a burst waits in groups, and counts them.
 func groupedEnv(t *testing.T, slots int) (*testEnv, *groupCounts) {
 	t.Helper()
-	pool := dbtest.New(t)
-	store := queue.NewStore(pool, queue.Config{})
-	v, err := webhook.NewVerifier(testSecrets...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := webhook.NewMapper(nil, defaultOptions().mapper)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var c groupCounts
-	h := webhook.NewHandler(store, v, m, discardLogger(), webhook.HandlerConfig{GroupSize: 8, Groups: slots,
-		OnGroup: func(_ int, committed bool) {
-			if committed {
-				c.committed.Add(1)
-			} else {
-				c.rolledBack.Add(1)
-			}
-		}})
-	return &testEnv{pool: pool, store: store, handler: h}, &c
-}
-
-// burst delivers rqs all at once and returns the answers in order.
-func (e *testEnv) burst(t *testing.T, rqs []request) []webhook.Response {
-	t.Helper()
-	answers := make([]webhook.Response, len(rqs))
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, rq := range rqs {
-		r := rq.build()
-		wg.Go(func() {
-			w := httptest.NewRecorder()
-			<-start
-			e.handler.ServeHTTP(w, r)
-			if err := json.Unmarshal(w.Body.Bytes(), &answers[i]); err != nil {
-				t.Errorf("answer %d %q: %v", w.Code, w.Body.String(), err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	return answers
+	opts := defaultOptions()
+	opts.handler = webhook.HandlerConfig{GroupSize: 8, Groups: slots, OnGroup: func(_ int, committed bool) {
+		if committed {
+			c.committed.Add(1)
+		} else {
+			c.rolledBack.Add(1)
+		}
+	}}
+	return newEnv(t, opts), &c
 }
 
 func outcomes(answers []webhook.Response) string {

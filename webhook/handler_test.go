@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -462,46 +460,30 @@ func TestReplays(t *testing.T) {
 		e := newEnv(t, defaultOptions())
 		body := payload(t, "issues-opened")
 		const n = 20
-		type answer struct {
-			status int
-			resp   webhook.Response
+		rqs := make([]request, n)
+		for i := range rqs {
+			rqs[i] = request{event: "issues", delivery: "burst", body: body}
 		}
-		answers := make([]answer, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				r := request{event: "issues", delivery: "burst", body: body}.build()
-				w := httptest.NewRecorder()
-				<-start
-				e.handler.ServeHTTP(w, r)
-				answers[i].status = w.Code
-				if err := json.Unmarshal(w.Body.Bytes(), &answers[i].resp); err != nil {
-					t.Errorf("answer %q: %v", w.Body.String(), err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		answers := e.burst(t, rqs)
 		var enqueued, replays int
 		var entry string
 		for _, a := range answers {
-			switch a.resp.Outcome {
+			switch a.Outcome {
 			case webhook.OutcomeEnqueued:
 				enqueued++
-				entry = a.resp.EntryID
+				entry = a.EntryID
 			case webhook.OutcomeReplay:
 				replays++
 			default:
-				t.Errorf("answer %d %+v", a.status, a.resp)
+				t.Errorf("answer %+v", a)
 			}
 		}
 		if enqueued != 1 || replays != n-1 {
 			t.Fatalf("%d enqueued, %d replays; want 1 and %d", enqueued, replays, n-1)
 		}
 		for _, a := range answers {
-			if a.resp.EntryID != entry {
-				t.Errorf("answer names %s, want %s", a.resp.EntryID, entry)
+			if a.EntryID != entry {
+				t.Errorf("answer names %s, want %s", a.EntryID, entry)
 			}
 		}
 		if d := e.delivery(t, "burst"); d.Attempts != n || d.Outcome != "enqueued" {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,6 +234,29 @@ func serve(tb testing.TB, h http.Handler, r *http.Request) (int, webhook.Respons
 		tb.Fatalf("answer is not JSON: %v: %q", err, w.Body.String())
 	}
 	return w.Code, resp
+}
+
+// burst delivers rqs all at once, each from its own goroutine, and
+// returns the answers in order.
+func (e *testEnv) burst(t *testing.T, rqs []request) []webhook.Response {
+	t.Helper()
+	answers := make([]webhook.Response, len(rqs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, rq := range rqs {
+		r := rq.build()
+		wg.Go(func() {
+			w := httptest.NewRecorder()
+			<-start
+			e.handler.ServeHTTP(w, r)
+			if err := json.Unmarshal(w.Body.Bytes(), &answers[i]); err != nil {
+				t.Errorf("answer %d %q: %v", w.Code, w.Body.String(), err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return answers
 }
 
 // delivery reads a stored delivery row.
