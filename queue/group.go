@@ -51,9 +51,8 @@ func (s *Store) EnqueueGroupTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParam
 			answers[i].Err = err
 			continue
 		}
-		m := member{i: i, pe: pe, ins: s.insertParams(pe, now)}
 		if pe.key == "" || pe.res == nil || pe.runAt != nil || pe.expireAfter != nil {
-			single = append(single, m)
+			single = append(single, member{i: i, pe: pe}) // s.insert makes its own row
 			continue
 		}
 		// The statement's probes do not see its own rows: a second request
@@ -67,7 +66,7 @@ func (s *Store) EnqueueGroupTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParam
 		for _, c := range claims {
 			taken[c] = true
 		}
-		grouped = append(grouped, m)
+		grouped = append(grouped, member{i: i, pe: pe, ins: s.insertParams(pe, now)})
 	}
 	slices.SortFunc(grouped, func(a, b member) int { return cmp.Compare(a.pe.canonicalID, b.pe.canonicalID) })
 
