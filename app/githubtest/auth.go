@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gitlease/gitlease/app/githubtest/openapi"
 )
 
 // app is a GitHub App the fake knows (the one New creates, and those created
@@ -166,7 +168,7 @@ func (s *Server) verifyJWT(header string, now time.Time) (*app, string) {
 	if json.Unmarshal(hb, &hdr) != nil || hdr.Alg != "RS256" {
 		return nil, msgJWTDecode
 	}
-	v, err := decodeJSON(pb)
+	v, err := openapi.DecodeJSON(pb)
 	claims, ok := v.(map[string]any)
 	if err != nil || !ok {
 		return nil, msgJWTDecode

@@ -27,8 +27,8 @@
 // paths). Injected faults never count as violations either.
 //
 // Request bodies and query parameters are checked against the request
-// schemas of GitHub's own OpenAPI description (the embedded extract
-// openapi/requests.json, see openapi/README.md): required fields, types,
+// schemas of GitHub's own OpenAPI description (package openapi, which
+// embeds an extract of it; see openapi/README.md): required fields, types,
 // enums, maximum lengths and item counts. Rules the description does not
 // express (a conclusion is required when a check run completes, annotation
 // raw_details is at most 64 KB, a ref name must be a valid Git ref name, the

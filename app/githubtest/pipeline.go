@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gitlease/gitlease/app/githubtest/openapi"
 )
 
 // The request pipeline: authentication, schema checks, faults, rate
@@ -39,7 +41,7 @@ type call struct {
 	s     *Server
 	r     *http.Request
 	rt    *route
-	op    *operation
+	op    *openapi.Operation
 	body  []byte
 	json  map[string]any // the decoded body, for routes with a body schema
 	app   *app
@@ -99,7 +101,7 @@ func (c *call) validationFailed(errs ...fieldError) response {
 
 // invalid answers GitHub's 422 for a request its schema validation rejects.
 func (c *call) invalid(probs ...string) response {
-	return c.fail(http.StatusUnprocessableEntity, invalidRequest(probs))
+	return c.fail(http.StatusUnprocessableEntity, openapi.InvalidRequest(probs))
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt *route) {
@@ -192,7 +194,7 @@ func (s *Server) process(c *call, kind Kind) (res response, fault, identity stri
 		}
 	}
 	// Query and body validation against GitHub's OpenAPI description.
-	if probs := validateQuery(c.op, r.URL.Query()); len(probs) > 0 {
+	if probs := openapi.ValidateQuery(c.op, r.URL.Query()); len(probs) > 0 {
 		c.violatef("query rejected by GitHub's schema: %s", strings.Join(probs, " "))
 		return c.invalid(probs...), "", identity
 	}
@@ -204,7 +206,7 @@ func (s *Server) process(c *call, kind Kind) (res response, fault, identity stri
 			}
 			c.json = map[string]any{}
 		} else {
-			v, err := decodeJSON(c.body)
+			v, err := openapi.DecodeJSON(c.body)
 			if err == nil && v == nil { // "null", as go-github sends for no options
 				v = map[string]any{}
 			}
@@ -217,7 +219,7 @@ func (s *Server) process(c *call, kind Kind) (res response, fault, identity stri
 				c.violatef("body is not a JSON object")
 				return c.fail(http.StatusBadRequest, "Body should be a JSON object"), "", identity
 			}
-			if probs := validate(c.op.Body, obj); len(probs) > 0 {
+			if probs := openapi.Validate(c.op.Body, obj); len(probs) > 0 {
 				c.violatef("body rejected by GitHub's schema: %s", strings.Join(probs, " "))
 				return c.invalid(probs...), "", identity
 			}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gitlease/gitlease/app/githubtest/openapi"
 )
 
 // Kind names one endpoint of the fake. Fault injection and Count take a
@@ -160,7 +162,7 @@ type Server struct {
 	srv   *httptest.Server // nil for NewHandler's
 	base  string           // the API base URL without a trailing slash
 	mux   *http.ServeMux
-	ops   map[string]*operation
+	ops   map[string]*openapi.Operation
 	start time.Time
 
 	mu            sync.Mutex
@@ -248,7 +250,7 @@ func newServer(r Reporter, opts []Option) (*Server, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ops, err := loadOperations()
+	ops, err := openapi.Load()
 	if err != nil {
 		return nil, fmt.Errorf("githubtest: %w", err)
 	}

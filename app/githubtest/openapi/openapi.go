@@ -1,4 +1,9 @@
-package githubtest
+// Package openapi checks requests against GitHub's own REST description:
+// the request-body and query-parameter schemas of the operations the fake
+// GitHub (package githubtest) serves, from the embedded extract
+// requests.json (see README.md), answered in the words GitHub's validation
+// uses.
+package openapi
 
 import (
 	"bytes"
@@ -12,25 +17,25 @@ import (
 	"time"
 )
 
-//go:embed openapi/requests.json
+//go:embed requests.json
 var requestsJSON []byte
 
-// operation is one operation of the embedded OpenAPI extract.
-type operation struct {
+// Operation is one operation of the embedded OpenAPI extract.
+type Operation struct {
 	OperationID      string             `json:"operation_id"`
 	DocumentationURL string             `json:"documentation_url"`
-	Query            map[string]*schema `json:"query"`
-	Body             *schema            `json:"body"`
+	Query            map[string]*Schema `json:"query"`
+	Body             *Schema            `json:"body"`
 }
 
-// schema is the subset of JSON Schema GitHub's description uses for the
+// Schema is the subset of JSON Schema GitHub's description uses for the
 // request bodies and query parameters the fake validates.
-type schema struct {
+type Schema struct {
 	Type                 any                `json:"type"` // string or []string
-	Properties           map[string]*schema `json:"properties"`
+	Properties           map[string]*Schema `json:"properties"`
 	Required             []string           `json:"required"`
 	Enum                 []any              `json:"enum"`
-	Items                *schema            `json:"items"`
+	Items                *Schema            `json:"items"`
 	MaxItems             *int               `json:"maxItems"`
 	MinItems             *int               `json:"minItems"`
 	MaxLength            *int               `json:"maxLength"`
@@ -38,29 +43,30 @@ type schema struct {
 	Minimum              *float64           `json:"minimum"`
 	Maximum              *float64           `json:"maximum"`
 	Format               string             `json:"format"`
-	AnyOf                []*schema          `json:"anyOf"`
-	OneOf                []*schema          `json:"oneOf"`
-	AllOf                []*schema          `json:"allOf"`
+	AnyOf                []*Schema          `json:"anyOf"`
+	OneOf                []*Schema          `json:"oneOf"`
+	AllOf                []*Schema          `json:"allOf"`
 	Nullable             bool               `json:"nullable"`
 	AdditionalProperties any                `json:"additionalProperties"`
 }
 
-// loadOperations parses the embedded extract. It is called once per Server,
-// so the package keeps no mutable state.
-func loadOperations() (map[string]*operation, error) {
+// Load parses the embedded extract, keyed by the operation names
+// extract.py lists. Each caller gets its own copy: the package keeps no
+// mutable state.
+func Load() (map[string]*Operation, error) {
 	var doc struct {
 		Source     string                `json:"source"`
-		Operations map[string]*operation `json:"operations"`
+		Operations map[string]*Operation `json:"operations"`
 	}
 	if err := json.Unmarshal(requestsJSON, &doc); err != nil {
-		return nil, fmt.Errorf("githubtest: embedded openapi/requests.json: %w", err)
+		return nil, fmt.Errorf("openapi: embedded requests.json: %w", err)
 	}
 	return doc.Operations, nil
 }
 
-// decodeJSON decodes a request body the way the validator needs it: numbers
+// DecodeJSON decodes a request body the way the validator needs it: numbers
 // kept as json.Number so integers and fractions can be told apart.
-func decodeJSON(body []byte) (any, error) {
+func DecodeJSON(body []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -73,16 +79,16 @@ func decodeJSON(body []byte) (any, error) {
 	return v, nil
 }
 
-// validate checks v against sc and returns GitHub-style problem lines
+// Validate checks v against sc and returns GitHub-style problem lines
 // ("\"head\" wasn't supplied.", "For 'properties/draft', \"yes\" is not a
 // boolean."), empty when v is valid.
-func validate(sc *schema, v any) []string {
+func Validate(sc *Schema, v any) []string {
 	var probs []string
 	validateAt(sc, v, "", &probs)
 	return probs
 }
 
-func validateAt(sc *schema, v any, at string, probs *[]string) {
+func validateAt(sc *Schema, v any, at string, probs *[]string) {
 	if sc == nil {
 		return
 	}
@@ -169,7 +175,7 @@ func validateAt(sc *schema, v any, at string, probs *[]string) {
 	if len(sc.AnyOf) > 0 {
 		matched := 0
 		for _, sub := range sc.AnyOf {
-			if len(validate(sub, v)) == 0 {
+			if len(Validate(sub, v)) == 0 {
 				matched++
 				break
 			}
@@ -181,7 +187,7 @@ func validateAt(sc *schema, v any, at string, probs *[]string) {
 	if len(sc.OneOf) > 0 {
 		matched := 0
 		for _, sub := range sc.OneOf {
-			if len(validate(sub, v)) == 0 {
+			if len(Validate(sub, v)) == 0 {
 				matched++
 			}
 		}
@@ -193,10 +199,10 @@ func validateAt(sc *schema, v any, at string, probs *[]string) {
 
 // anyOfHint explains the most likely failed alternative: the problems of
 // the alternative whose constraints on present keys match.
-func anyOfHint(alts []*schema, v any) string {
+func anyOfHint(alts []*Schema, v any) string {
 	best := ""
 	for _, alt := range alts {
-		p := validate(alt, v)
+		p := Validate(alt, v)
 		if len(p) > 0 && (best == "" || len(strings.Join(p, " ")) < len(best)) {
 			best = strings.Join(p, " ")
 		}
@@ -314,9 +320,9 @@ func showEnum(enum []any) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// validateQuery checks the query parameters the operation declares (unknown
+// ValidateQuery checks the query parameters the operation declares (unknown
 // parameters are ignored, as GitHub ignores them).
-func validateQuery(op *operation, q url.Values) []string {
+func ValidateQuery(op *Operation, q url.Values) []string {
 	var probs []string
 	names := make([]string, 0, len(op.Query))
 	for name := range op.Query {
@@ -344,7 +350,7 @@ func validateQuery(op *operation, q url.Values) []string {
 	return probs
 }
 
-// invalidRequest formats problems the way GitHub's schema validation does.
-func invalidRequest(probs []string) string {
+// InvalidRequest formats problems the way GitHub's schema validation does.
+func InvalidRequest(probs []string) string {
 	return "Invalid request.\n\n" + strings.Join(probs, "\n")
 }
