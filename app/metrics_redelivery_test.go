@@ -9,19 +9,19 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/app"
-	github "github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/db/dbtest"
 )
 
 // The reconciler's metrics hook is app.Metrics.
-var _ github.RedeliveryMetrics = (*app.Metrics)(nil)
+var _ redeliver.RedeliveryMetrics = (*app.Metrics)(nil)
 
 func TestRedeliveryMetrics(t *testing.T) {
 	t.Parallel()
 	m := app.NewMetrics(dbtest.New(t))
-	m.Redelivery(github.ResultRequested)
-	m.Redelivery(github.ResultRequested)
-	m.Redelivery(github.ResultGitHubRefused)
+	m.Redelivery(redeliver.ResultRequested)
+	m.Redelivery(redeliver.ResultRequested)
+	m.Redelivery(redeliver.ResultGitHubRefused)
 	m.RedeliveryScan(time.Unix(1764576000, 0))
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

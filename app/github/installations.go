@@ -1,3 +1,9 @@
+// Package github talks to GitHub as the App: it owns the installation
+// clients (Installations), the per-credential call limiter every call of
+// the process passes (Limits, item tokens included), item tokens scoped to
+// one repository, and the App's bot identity. It promises one reading of a
+// failed call (Classify) and one backoff (BackOff, Retry) for every caller,
+// and it owns no table.
 package github
 
 import (
@@ -72,6 +78,9 @@ func NewInstallations(cfg Config) (*Installations, error) {
 	return &Installations{apiURL: u, apps: apps, retries: cfg.Retries, byID: map[int64]*ghinstallation.Transport{}, slug: cfg.Slug}, nil
 }
 
+// Retries is how the clients' callers retry one call in place (Retry).
+func (in *Installations) Retries() Retries { return in.retries }
+
 // requestTimeout bounds one GitHub API call from the moment the limiter
 // starts it, so a claimed outbox row never outlives its claim waiting on a
 // stuck connection.
@@ -133,7 +142,7 @@ func (in *Installations) BotLogin(ctx context.Context) (string, error) {
 	slug := in.slug
 	in.mu.Unlock()
 	if slug == "" {
-		app, err := retryCall(ctx, in.retries, func(int, bool) (*gh.App, error) {
+		app, err := Retry(ctx, in.retries, func(int, bool) (*gh.App, error) {
 			app, _, err := in.AppClient().Apps.Get(ctx, "")
 			return app, err
 		})
@@ -155,7 +164,7 @@ func (in *Installations) PullRequest(ctx context.Context, installationID int64, 
 	if err != nil {
 		return nil, err
 	}
-	pr, err := retryCall(ctx, in.retries, func(int, bool) (*gh.PullRequest, error) {
+	pr, err := Retry(ctx, in.retries, func(int, bool) (*gh.PullRequest, error) {
 		pr, _, err := c.PullRequests.Get(ctx, owner, repo, number)
 		return pr, err
 	})

@@ -18,6 +18,12 @@ import (
 
 // countingTransport counts the calls it carries and the most writes that
 // were ever in flight at once.
+const (
+	installation = 4242
+	repoID       = 1296269
+	repoName     = "octo/widgets"
+)
+
 type countingTransport struct {
 	calls, writes, inFlight, maxInFlight atomic.Int64
 }

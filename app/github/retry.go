@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -12,8 +13,6 @@ import (
 // Retries is how a GitHub call is retried in place after a transient
 // failure (a 5xx, a connection error, a timeout): up to Tries more times,
 // the first pause near Initial, doubling, jittered by half either way.
-// backoff/v5 is the one backoff helper of the GitHub side: the sender's
-// row-level backoff uses it too (rowBackoff).
 type Retries struct {
 	Tries   uint          // retries after the first call; 3
 	Initial time.Duration // first pause; 250ms
@@ -28,19 +27,22 @@ func (r *Retries) defaults() {
 	}
 }
 
-func (r Retries) backOff() *backoff.ExponentialBackOff {
+// BackOff is the one backoff policy of the GitHub side: from initial,
+// doubling, jittered by half either way, capped at maxInterval. Calls
+// retried in place (Retry) and outbox rows retried later both follow it.
+func BackOff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
 	return &backoff.ExponentialBackOff{
-		InitialInterval: r.Initial, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: 8 * r.Initial,
+		InitialInterval: initial, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: maxInterval,
 	}
 }
 
-// retryCall runs call, and again after each transient failure while
-// retries are left. attempt counts from 0; an attempt after a failure whose
-// answer may have been lost (lost) must look before it creates. It returns
-// call's last error; a rate limit, a permanent 4xx and ctx's end stop it
-// at once. Every attempt after the first follows a transient failure, so
-// lost is attempt > 0.
-func retryCall[T any](ctx context.Context, r Retries, call func(attempt int, lost bool) (T, error)) (T, error) {
+// Retry runs call, and again after each failure Classify finds worth
+// retrying in place, while r's retries are left. attempt counts from 0; an
+// attempt after a failure whose answer may have been lost (lost) must look
+// before it creates. It returns call's last error; a rate limit, a
+// permanent 4xx and ctx's end stop it at once. Every attempt after the
+// first follows a transient failure, so lost is attempt > 0.
+func Retry[T any](ctx context.Context, r Retries, call func(attempt int, lost bool) (T, error)) (T, error) {
 	r.defaults()
 	attempt := 0
 	return backoff.Retry(ctx, func() (T, error) {
@@ -48,31 +50,74 @@ func retryCall[T any](ctx context.Context, r Retries, call func(attempt int, los
 		// answering 502 for a backend that did the work, a lost answer).
 		v, err := call(attempt, attempt > 0)
 		attempt++
-		if err != nil && !transient(err) {
+		if err != nil && !Classify(err, time.Time{}).InPlace {
 			return v, backoff.Permanent(err)
 		}
 		return v, err
-	}, backoff.WithBackOff(r.backOff()), backoff.WithMaxTries(r.Tries+1))
+	}, backoff.WithBackOff(BackOff(r.Initial, 8*r.Initial)), backoff.WithMaxTries(r.Tries+1))
 }
 
-// transient reports whether err is a failure worth retrying in place: a
-// GitHub 5xx, or no answer at all. Rate limits are not: nothing may call
-// before they lift.
-func transient(err error) bool {
+// PermanentError marks a call or write GitHub will never accept as it is:
+// Classify calls it Permanent, so nothing retries it.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Verdict is what a failed GitHub call says about calling again. The zero
+// Verdict is a failure to retry later, with backoff, but not in place.
+type Verdict struct {
+	// Permanent: GitHub refuses the call as it is (a 4xx other than 401
+	// and 429, or a *PermanentError); calling again changes nothing.
+	Permanent bool
+	// InPlace: the failure is worth retrying at once, after a short pause:
+	// a GitHub 5xx, or no answer at all (a connection error, a timeout).
+	InPlace bool
+	// Until, when set, is when a rate limit lifts (a *LimitedError, or
+	// GitHub's primary or secondary limit answer): nothing may call before.
+	Until time.Time
+}
+
+// Classify is the one reading of a GitHub call's error: whether it is
+// permanent, retried in place, or held until a rate limit lifts. now is
+// the clock a secondary limit's Retry-After counts from.
+func Classify(err error, now time.Time) Verdict {
 	var (
+		perm     *PermanentError
 		limited  *LimitedError
 		rate     *gh.RateLimitError
 		abuse    *gh.AbuseRateLimitError
-		perm     *permanentError
 		response *gh.ErrorResponse
 	)
 	switch {
+	case errors.As(err, &perm):
+		return Verdict{Permanent: true}
+	case errors.As(err, &limited):
+		return Verdict{Until: limited.Until}
+	case errors.As(err, &rate):
+		return Verdict{Until: rate.Rate.Reset.Time.Add(resetMargin)}
+	case errors.As(err, &abuse):
+		if abuse.RetryAfter != nil {
+			return Verdict{Until: now.Add(*abuse.RetryAfter)}
+		}
+		return Verdict{Until: now.Add(secondaryDefault)}
 	case errors.Is(err, context.Canceled):
-		return false
-	case errors.As(err, &limited), errors.As(err, &rate), errors.As(err, &abuse), errors.As(err, &perm):
-		return false
+		return Verdict{}
 	case errors.As(err, &response) && response.Response != nil:
-		return response.Response.StatusCode >= 500
+		code := response.Response.StatusCode
+		switch {
+		case code >= 500:
+			return Verdict{InPlace: true}
+		case code == http.StatusTooManyRequests, code == http.StatusUnauthorized:
+			return Verdict{}
+		}
+		return Verdict{Permanent: true}
 	}
-	return true // a connection error or timeout: no answer
+	return Verdict{InPlace: true} // a connection error or timeout: no answer
+}
+
+// IsStatus reports whether err is a GitHub error response with that status.
+func IsStatus(err error, code int) bool {
+	var r *gh.ErrorResponse
+	return errors.As(err, &r) && r.Response != nil && r.Response.StatusCode == code
 }

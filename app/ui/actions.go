@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/queue"
 )
 
@@ -60,7 +60,7 @@ func (u *UI) retry(c echo.Context) error {
 		return u.store.AuditTx(ctx, tx, *e, "operator/retry_github_write", actor(sess(c))+": outbox "+c.Param("id"))
 	})
 	switch {
-	case errors.Is(err, github.ErrNotFailed):
+	case errors.Is(err, outbox.ErrNotFailed):
 		return u.fail(c, http.StatusConflict, "Nothing changed: that GitHub write has not failed (it is pending or done, or does not exist).")
 	case err != nil:
 		return u.failErr(c, "retrying the GitHub write", err)

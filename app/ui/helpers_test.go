@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
-	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
@@ -56,10 +56,10 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	pool := dbtest.New(t)
 	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
-	outbox := github.NewOutbox(clk.Now, nil)
-	store := queue.NewStore(pool, queue.Config{Now: clk.Now, Observer: outbox, Views: github.NewItems(pool)})
+	box := outbox.NewOutbox(clk.Now, nil)
+	store := queue.NewStore(pool, queue.Config{Now: clk.Now, Observer: box, Views: outbox.NewItems(pool)})
 	cfg.Now = clk.Now
-	u, err := New(pool, store, outbox, cfg, nil)
+	u, err := New(pool, store, box, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

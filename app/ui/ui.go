@@ -3,7 +3,7 @@
 // usable without JavaScript) over the tables the rest of gitlease writes,
 // and the few actions that fix things. It reads through the sqlc queries of
 // db/queries/ui.sql and changes items only through queue.Store and GitHub
-// writes only through github.Outbox. See docs/ui.md.
+// writes only through outbox.Outbox. See docs/ui.md.
 package ui
 
 import (
@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
-	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 )
@@ -85,7 +85,7 @@ type UI struct {
 	pool   *pgxpool.Pool
 	q      *dbq.Queries
 	store  *queue.Store
-	outbox *github.Outbox
+	outbox *outbox.Outbox
 	pages  map[string]*template.Template
 	logger *slog.Logger
 
@@ -105,7 +105,7 @@ var pageNames = []string{"login", "overview", "items", "item", "deliveries", "ou
 // New returns the dashboard over pool, changing items through store and
 // GitHub writes through outbox. It returns an error only if its embedded
 // templates do not parse.
-func New(pool *pgxpool.Pool, store *queue.Store, outbox *github.Outbox, cfg Config, logger *slog.Logger) (*UI, error) {
+func New(pool *pgxpool.Pool, store *queue.Store, outbox *outbox.Outbox, cfg Config, logger *slog.Logger) (*UI, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}

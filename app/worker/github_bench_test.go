@@ -15,6 +15,7 @@ import (
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
@@ -38,7 +39,7 @@ func newGitHubBench(b *testing.B, writesPerSec float64) *gitHubBench {
 	pool := dbtest.New(b)
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
-	outboxNotifier := service.NewNotifier(pool, github.OutboxChannel, logger)
+	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger)
 	workNotifier := NewNotifier(pool, logger)
 	for _, n := range []*service.Notifier{outboxNotifier, workNotifier} {
 		if err := n.Start(ctx); err != nil {
@@ -47,12 +48,12 @@ func newGitHubBench(b *testing.B, writesPerSec float64) *gitHubBench {
 		b.Cleanup(n.Stop)
 	}
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: time.Minute, OnPending: workNotifier.Signal,
-		Observer: github.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal), Views: github.NewItems(pool)})
+		Observer: outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal), Views: outbox.NewItems(pool)})
 	inst, err := github.NewInstallations(github.Config{AppID: fake.AppID, PrivateKey: fake.PrivateKeyPEM, APIURL: fake.URL(), WritesPerSec: writesPerSec})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sender := github.NewSender(pool, inst, github.SenderConfig{}, logger)
+	sender := outbox.NewSender(pool, inst, outbox.SenderConfig{}, logger)
 	if err := sender.Start(ctx); err != nil {
 		b.Fatal(err)
 	}

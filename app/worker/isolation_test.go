@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"
@@ -127,7 +128,7 @@ func TestWorkerTokenIsScopedAndRevoked(t *testing.T) {
 	gh.AddRepo("octo", "secrets", 1296270, "main", true)
 	gh.AddInstallation(4242, "octo/widgets", "octo/secrets")
 	pool := dbtest.New(t)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Views: github.NewItems(pool)})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Views: outbox.NewItems(pool)})
 	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/gitlease/gitlease/app"
 
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/webhook"
 
 	"github.com/google/uuid"
@@ -53,7 +54,7 @@ func newQueue(t *testing.T, ttl time.Duration) (*queue.Store, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Stop)
-	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl, OnPending: n.Signal, Views: github.NewItems(pool)}), pool
+	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl, OnPending: n.Signal, Views: outbox.NewItems(pool)}), pool
 }
 
 // issueItem enqueues an issue item; with gh, its dispatch carries the
@@ -671,12 +672,12 @@ func TestWorkerEndToEndWithGitHub(t *testing.T) {
 	gh.AddRepo("octo", "widgets", 1296269, "main", true)
 	gh.AddInstallation(4242, "octo/widgets")
 	pool := dbtest.New(t)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Observer: github.NewOutbox(nil, testLogger(t)), Views: github.NewItems(pool)})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: 10 * time.Second, Observer: outbox.NewOutbox(nil, testLogger(t)), Views: outbox.NewItems(pool)})
 	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender := github.NewSender(pool, inst, github.SenderConfig{Poll: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, testLogger(t))
+	sender := outbox.NewSender(pool, inst, outbox.SenderConfig{Poll: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, testLogger(t))
 	if err := sender.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

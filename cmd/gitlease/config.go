@@ -14,7 +14,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/redeliver"
 
 	"github.com/gitlease/gitlease/app/setup"
 
@@ -245,14 +245,14 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	// A delivery record pruned while GitHub still lists the delivery would
 	// make the redelivery reconciler request it again.
-	if c.DeliveryRetention < github.MinDeliveryRetention {
-		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%s is shorter than %s: delivery records must outlive GitHub's delivery log", c.DeliveryRetention, github.MinDeliveryRetention)}
+	if c.DeliveryRetention < redeliver.MinDeliveryRetention {
+		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%s is shorter than %s: delivery records must outlive GitHub's delivery log", c.DeliveryRetention, redeliver.MinDeliveryRetention)}
 	}
 	if c.RedeliverInterval, err = time.ParseDuration(get("GITLEASE_REDELIVER_INTERVAL")); err != nil || c.RedeliverInterval < 0 {
 		return c, &configError{Setting: "GITLEASE_REDELIVER_INTERVAL", Problem: fmt.Sprintf("%q is not a Go duration of 0 or more", get("GITLEASE_REDELIVER_INTERVAL"))}
 	}
-	if c.RedeliverLookback, err = time.ParseDuration(get("GITLEASE_REDELIVER_LOOKBACK")); err != nil || c.RedeliverLookback <= 0 || c.RedeliverLookback > github.MaxRedeliverLookback {
-		return c, &configError{Setting: "GITLEASE_REDELIVER_LOOKBACK", Problem: fmt.Sprintf("%q is not a Go duration from 1ns to %s (GitHub keeps deliveries 3 days)", get("GITLEASE_REDELIVER_LOOKBACK"), github.MaxRedeliverLookback)}
+	if c.RedeliverLookback, err = time.ParseDuration(get("GITLEASE_REDELIVER_LOOKBACK")); err != nil || c.RedeliverLookback <= 0 || c.RedeliverLookback > redeliver.MaxRedeliverLookback {
+		return c, &configError{Setting: "GITLEASE_REDELIVER_LOOKBACK", Problem: fmt.Sprintf("%q is not a Go duration from 1ns to %s (GitHub keeps deliveries 3 days)", get("GITLEASE_REDELIVER_LOOKBACK"), redeliver.MaxRedeliverLookback)}
 	}
 	if v := get("GITLEASE_PUBLIC_URL"); v != "" {
 		if c.PublicURL, err = setup.ParsePublicURL(v); err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
 )
@@ -38,9 +38,9 @@ func TestDevGitHubRecordsTheOutboxWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := dbtest.New(t)
-	outbox := github.NewOutbox(nil, nil)
-	store := queue.NewStore(pool, queue.Config{Observer: outbox, Views: github.NewItems(pool)})
-	sender := github.NewSender(pool, inst, github.SenderConfig{MaxBackoff: 20 * time.Millisecond, Poll: 10 * time.Millisecond}, nil)
+	box := outbox.NewOutbox(nil, nil)
+	store := queue.NewStore(pool, queue.Config{Observer: box, Views: outbox.NewItems(pool)})
+	sender := outbox.NewSender(pool, inst, outbox.SenderConfig{MaxBackoff: 20 * time.Millisecond, Poll: 10 * time.Millisecond}, nil)
 	drain := func() {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -82,11 +82,11 @@ func TestDevGitHubRecordsTheOutboxWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 60 annotations: written as 50 with the creation and 10 in an update.
-	anns := make([]github.Annotation, 60)
+	anns := make([]outbox.Annotation, 60)
 	for i := range anns {
-		anns[i] = github.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i)}
+		anns[i] = outbox.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i)}
 	}
-	if err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return outbox.Annotate(ctx, tx, it, anns...) }); err != nil {
+	if err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return box.Annotate(ctx, tx, it, anns...) }); err != nil {
 		t.Fatal(err)
 	}
 	leased, err := store.Lease(ctx, queue.LeaseParams{Max: 1, OwnerID: "w1", WorkflowIDs: []string{"w1-a"}})

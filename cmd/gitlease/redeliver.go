@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/app/service"
 )
 
@@ -21,7 +22,7 @@ import (
 // background (docs/webhook.md). Without a reconciler (no GitHub App
 // credentials), or with the interval 0, nothing runs; the returned service
 // is then a stopped one, safe to Stop.
-func startReconciler(ctx context.Context, cfg config, rec *github.Reconciler, logger *slog.Logger) (*service.Periodic, error) {
+func startReconciler(ctx context.Context, cfg config, rec *redeliver.Reconciler, logger *slog.Logger) (*service.Periodic, error) {
 	p := &service.Periodic{Name: "redelivery scan", Interval: cfg.RedeliverInterval, Logger: logger}
 	if rec == nil || cfg.RedeliverInterval == 0 {
 		if rec != nil {
@@ -36,8 +37,8 @@ func startReconciler(ctx context.Context, cfg config, rec *github.Reconciler, lo
 	return p, nil
 }
 
-func newReconciler(cfg config, pool *pgxpool.Pool, gh *github.Installations, metrics github.RedeliveryMetrics, logger *slog.Logger) (*github.Reconciler, error) {
-	rec, err := github.NewReconciler(pool, gh, github.ReconcilerConfig{
+func newReconciler(cfg config, pool *pgxpool.Pool, gh *github.Installations, metrics redeliver.RedeliveryMetrics, logger *slog.Logger) (*redeliver.Reconciler, error) {
+	rec, err := redeliver.NewReconciler(pool, gh, redeliver.ReconcilerConfig{
 		Lookback: cfg.RedeliverLookback, LabelTrigger: cfg.TriggerLabel != "", Metrics: metrics,
 	}, logger)
 	if err != nil {
@@ -61,8 +62,8 @@ func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 		return &configError{Setting: "flags", Problem: err.Error()}
 	}
-	if *since <= 0 || *since > github.MaxRedeliverLookback {
-		return &configError{Setting: "--since", Problem: fmt.Sprintf("%s is not a duration from 1ns to %s (GitHub keeps deliveries 3 days)", *since, github.MaxRedeliverLookback)}
+	if *since <= 0 || *since > redeliver.MaxRedeliverLookback {
+		return &configError{Setting: "--since", Problem: fmt.Sprintf("%s is not a duration from 1ns to %s (GitHub keeps deliveries 3 days)", *since, redeliver.MaxRedeliverLookback)}
 	}
 	cfg, err := loadConfig("redeliver", nil, false, stderr, "DATABASE_URL")
 	if err != nil {
@@ -84,7 +85,7 @@ func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return err
 	}
-	rep, err := rec.Scan(ctx, github.ScanOptions{Since: *since, GUID: *guid, DryRun: *dryRun, IncludeRejected: *includeRejected, Wait: true})
+	rep, err := rec.Scan(ctx, redeliver.ScanOptions{Since: *since, GUID: *guid, DryRun: *dryRun, IncludeRejected: *includeRejected, Wait: true})
 	printReport(stdout, rep, *dryRun)
 	if *guid != "" && len(rep.Findings) == 0 && err == nil {
 		fmt.Fprintf(stdout, "delivery %s has no failed attempt in the log since %s: it succeeded, or is older (see --since)\n", *guid, rep.From.UTC().Format(time.RFC3339))
@@ -96,7 +97,7 @@ func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, 
 }
 
 // printReport writes the scan's findings as a table and a summary line.
-func printReport(w io.Writer, rep github.Report, dryRun bool) {
+func printReport(w io.Writer, rep redeliver.Report, dryRun bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GUID\tEVENT\tACTION\tLAST ATTEMPT\tSTATUS\tATTEMPTS\tREQUESTS\tOUTCOME\tDETAIL")
 	for _, f := range rep.Findings {
@@ -114,8 +115,8 @@ func printReport(w io.Writer, rep github.Report, dryRun bool) {
 	}
 	fmt.Fprintf(w, "scanned %d attempts of %d deliveries since %s in %d pages; %d without a successful attempt: %d requested, %d recorded by gitlease, %d rejected as bad input, %d irrelevant%s\n",
 		rep.Attempts, rep.GUIDs, rep.From.UTC().Format(time.RFC3339), rep.Pages, len(rep.Findings),
-		rep.Count(github.ResultRequested)+rep.Count(github.OutcomeWouldRequest), rep.Count(github.OutcomeRecorded),
-		rep.Count(github.ResultRejectedSkipped), rep.Count(github.OutcomeIrrelevant), mode)
+		rep.Count(redeliver.ResultRequested)+rep.Count(redeliver.OutcomeWouldRequest), rep.Count(redeliver.OutcomeRecorded),
+		rep.Count(redeliver.ResultRejectedSkipped), rep.Count(redeliver.OutcomeIrrelevant), mode)
 }
 
 func orDash(s string) string {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/db/dbtest"
 )
 
@@ -168,9 +168,9 @@ func TestRedeliverConfig(t *testing.T) {
 func TestPrintReport(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	rep := github.Report{From: at.Add(-24 * time.Hour), Pages: 2, Attempts: 130, GUIDs: 120, Findings: []github.Finding{
-		{GUID: "g-1", Event: "issues", Action: "opened", StatusCode: 0, Status: "failed to connect", DeliveredAt: at, Attempts: 1, Requests: 1, Outcome: github.ResultRequested},
-		{GUID: "g-2", Event: "push", StatusCode: 503, Status: "Invalid HTTP Response: 503", DeliveredAt: at, Attempts: 2, Outcome: github.OutcomeIrrelevant},
+	rep := redeliver.Report{From: at.Add(-24 * time.Hour), Pages: 2, Attempts: 130, GUIDs: 120, Findings: []redeliver.Finding{
+		{GUID: "g-1", Event: "issues", Action: "opened", StatusCode: 0, Status: "failed to connect", DeliveredAt: at, Attempts: 1, Requests: 1, Outcome: redeliver.ResultRequested},
+		{GUID: "g-2", Event: "push", StatusCode: 503, Status: "Invalid HTTP Response: 503", DeliveredAt: at, Attempts: 2, Outcome: redeliver.OutcomeIrrelevant},
 	}}
 	var b strings.Builder
 	printReport(&b, rep, false)

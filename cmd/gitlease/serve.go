@@ -17,6 +17,8 @@ import (
 	"github.com/gitlease/gitlease/app/service"
 
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/app/setup"
 	"github.com/gitlease/gitlease/app/worker"
 
@@ -137,17 +139,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	defer notifier.Stop()
-	outboxNotifier := service.NewNotifier(pool, github.OutboxChannel, logger) // wakes every instance's sender
+	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger) // wakes every instance's sender
 	if err := outboxNotifier.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	defer outboxNotifier.Stop()
-	outbox := github.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
-	items := github.NewItems(pool)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: outbox, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
+	box := outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
+	items := outbox.NewItems(pool)
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release: it stops last.
-		sender := github.NewSender(pool, gh, github.SenderConfig{PublicURL: cfg.PublicURL}, logger)
+		sender := outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL}, logger)
 		if err := sender.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
@@ -162,16 +164,16 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	setup.Register(srv.Echo())
-	var rec *github.Reconciler // the redelivery reconciler; nil without App credentials
+	var rec *redeliver.Reconciler // the redelivery reconciler; nil without App credentials
 	if gh != nil {
 		if rec, err = newReconciler(cfg, pool, gh, metrics, logger); err != nil {
 			return err
 		}
 	}
-	if err := registerDashboard(srv.Echo(), cfg, pool, store, outbox, rec, logger); err != nil {
+	if err := registerDashboard(srv.Echo(), cfg, pool, store, box, rec, logger); err != nil {
 		return err
 	}
-	intake, err := newIntake(ctx, cfg, store, gh, outbox, items, metrics, logger)
+	intake, err := newIntake(ctx, cfg, store, gh, box, items, metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -182,7 +184,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	defer pruning.Stop()
-	outboxPruner := github.NewOutboxPruner(pool, github.OutboxPrunerConfig{}, logger)
+	outboxPruner := outbox.NewOutboxPruner(pool, outbox.OutboxPrunerConfig{}, logger)
 	if err := outboxPruner.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
@@ -242,7 +244,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, outbox *github.Outbox, items *github.Items, metrics *app.Metrics, logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, box *outbox.Outbox, items *outbox.Items, metrics *app.Metrics, logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -268,7 +270,7 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
-	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: metrics.Delivery, OnOutcome: outbox.DeliveryFeedback,
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: metrics.Delivery, OnOutcome: box.DeliveryFeedback,
 		MaxInflightBody: cfg.MaxInflightBody, CheckSuites: items,
 		GroupSize: cfg.IntakeGroupSize, Groups: cfg.IntakeGroups, OnGroup: metrics.IntakeGroup}), nil
 }
@@ -288,7 +290,7 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return err
 	}
 	defer notifier.Stop()
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, OnPending: notifier.Signal, Views: github.NewItems(pool)})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, OnPending: notifier.Signal, Views: outbox.NewItems(pool)})
 	session := rpc.NewStdioSession(rpc.NewHandler(store, version, logger), stdout)
 	return session.Serve(ctx, stdin)
 }

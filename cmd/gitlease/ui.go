@@ -17,7 +17,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gitlease/gitlease/app"
-	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/app/ui"
 	"github.com/gitlease/gitlease/queue"
 )
@@ -63,7 +64,7 @@ func loadUIConfig(c *config) error {
 
 // registerDashboard adds /ui to the server: the dashboard, or 404s when
 // GITLEASE_UI_TOKEN is unset.
-func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queue.Store, outbox *github.Outbox, rec *github.Reconciler, logger *slog.Logger) error {
+func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queue.Store, outbox *outbox.Outbox, rec *redeliver.Reconciler, logger *slog.Logger) error {
 	uiCfg := ui.Config{AdminToken: string(cfg.UIToken), ViewToken: string(cfg.UIViewToken)}
 	if rec != nil {
 		uiCfg.Reconciler = dashboardReconciler{rec}
@@ -80,7 +81,7 @@ func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queu
 }
 
 // dashboardReconciler shows the redelivery reconciler on the dashboard.
-type dashboardReconciler struct{ rec *github.Reconciler }
+type dashboardReconciler struct{ rec *redeliver.Reconciler }
 
 func (d dashboardReconciler) ScanNow(ctx context.Context) error { return d.rec.Run(ctx) }
 

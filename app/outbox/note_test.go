@@ -1,4 +1,4 @@
-package github_test
+package outbox_test
 
 import (
 	"context"

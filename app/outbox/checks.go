@@ -1,10 +1,11 @@
-package github
+package outbox
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitlease/gitlease/app/github"
 	"net/http"
 	"strings"
 
@@ -62,10 +63,10 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 		headSHA = m.HeadSHA // a pull request's head, as delivered
 	}
 	if headSHA == "" {
-		return &permanentError{errors.New("the item finished before its branch existed: no commit to put its check run on")}
+		return &github.PermanentError{Err: errors.New("the item finished before its branch existed: no commit to put its check run on")}
 	}
 	u.Title, u.Summary, u.Text = fitTitle(u.Title), fitText(u.Summary), fitText(u.Text)
-	r := s.gh.retries
+	r := s.gh.Retries()
 
 	runID := derefInt(g.CheckRunID)
 	shown := shownOutput{title: orDefault(deref(g.CheckTitle), "gitlease"), summary: orDefault(deref(g.CheckSummary), "gitlease is tracking this work.")}
@@ -151,7 +152,7 @@ func (s *Sender) recordShown(ctx context.Context, w dbq.WorkItem, o shownOutput)
 // when an earlier try's answer may have been lost (retried says an earlier
 // attempt of the row was made); found says it existed. It writes GitHub's
 // answer down in at.
-func createCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo string, opts gh.CreateCheckRunOptions, retried bool, at *attempt) (*gh.CheckRun, bool, error) {
+func createCheckRun(ctx context.Context, r github.Retries, c *gh.Client, owner, repo string, opts gh.CreateCheckRunOptions, retried bool, at *attempt) (*gh.CheckRun, bool, error) {
 	found := false
 	run, status, err := callStatus(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
 		if lost || retried {
@@ -210,7 +211,7 @@ func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo s
 			opts.Conclusion = gh.String(u.Conclusion)
 		}
 	}
-	r := s.gh.retries
+	r := s.gh.Retries()
 	run, status, err := callStatus(ctx, r, func(lost bool) (*gh.CheckRun, *gh.Response, error) {
 		if lost && len(anns) > 0 {
 			var err error
@@ -241,7 +242,7 @@ func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo s
 
 // findCheckRun finds the item's check run on sha by its external ID, or
 // returns nil when there is none.
-func findCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo, sha, externalID string) (*gh.CheckRun, error) {
+func findCheckRun(ctx context.Context, r github.Retries, c *gh.Client, owner, repo, sha, externalID string) (*gh.CheckRun, error) {
 	opts := &gh.ListCheckRunsOptions{CheckName: gh.String(CheckName), Filter: gh.String("all"), ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
 		var resp *gh.Response
@@ -266,7 +267,7 @@ func findCheckRun(ctx context.Context, r Retries, c *gh.Client, owner, repo, sha
 }
 
 // withoutWritten drops annotations an earlier attempt already wrote.
-func withoutWritten(ctx context.Context, r Retries, c *gh.Client, owner, repo string, runID int64, anns []*gh.CheckRunAnnotation) ([]*gh.CheckRunAnnotation, error) {
+func withoutWritten(ctx context.Context, r github.Retries, c *gh.Client, owner, repo string, runID int64, anns []*gh.CheckRunAnnotation) ([]*gh.CheckRunAnnotation, error) {
 	written := map[string]bool{}
 	opts := &gh.ListOptions{PerPage: 100}
 	for {
@@ -313,7 +314,7 @@ func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox, at *attempt
 	}
 	c, err := s.gh.Client(sc.InstallationID)
 	if err != nil {
-		return &permanentError{err}
+		return &github.PermanentError{Err: err}
 	}
 	owner, repo, _ := strings.Cut(sc.Repository, "/")
 	opts := gh.CreateCheckRunOptions{
@@ -321,7 +322,7 @@ func (s *Sender) sendStandalone(ctx context.Context, row dbq.Outbox, at *attempt
 		Status: gh.String("completed"), Conclusion: gh.String(sc.Conclusion),
 		Output: &gh.CheckRunOutput{Title: gh.String(fitTitle(sc.Title)), Summary: gh.String(fitText(sc.Summary))},
 	}
-	_, _, err = createCheckRun(ctx, s.gh.retries, c, owner, repo, opts, row.Attempts > 1, at)
+	_, _, err = createCheckRun(ctx, s.gh.Retries(), c, owner, repo, opts, row.Attempts > 1, at)
 	return err
 }
 

@@ -1,11 +1,11 @@
-package github_test
+package outbox_test
 
 import (
 	"context"
+	"github.com/gitlease/gitlease/app/outbox"
 	"testing"
 	"time"
 
-	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbtest"
 )
 
@@ -32,7 +32,7 @@ func TestPruneOutbox(t *testing.T) {
 			}
 		}
 	}
-	n, err := github.PruneOutbox(ctx, pool, now.Add(-7*24*time.Hour), 2)
+	n, err := outbox.PruneOutbox(ctx, pool, now.Add(-7*24*time.Hour), 2)
 	if err != nil || n != 5 {
 		t.Fatalf("PruneOutbox = %d, %v; want the 5 old sent rows", n, err)
 	}

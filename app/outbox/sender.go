@@ -1,19 +1,18 @@
-package github
+package outbox
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitlease/gitlease/app/github"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/webhook"
 
-	"github.com/cenkalti/backoff/v5"
 	gh "github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -61,7 +60,7 @@ func (c *SenderConfig) defaults() {
 type Sender struct {
 	pool   *pgxpool.Pool
 	q      *dbq.Queries
-	gh     *Installations
+	gh     *github.Installations
 	cfg    SenderConfig
 	logger *slog.Logger
 	wake   chan struct{}
@@ -70,7 +69,7 @@ type Sender struct {
 }
 
 // NewSender returns a Sender writing to GitHub through gh.
-func NewSender(pool *pgxpool.Pool, gh *Installations, cfg SenderConfig, logger *slog.Logger) *Sender {
+func NewSender(pool *pgxpool.Pool, gh *github.Installations, cfg SenderConfig, logger *slog.Logger) *Sender {
 	cfg.defaults()
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -164,12 +163,6 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 	return len(rows), nil
 }
 
-// permanentError marks a write GitHub will never accept as it is.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
 // process performs one row, recording in at whether one of its steps got
 // through (so its backoff starts over if a later step fails) and what
 // GitHub answered.
@@ -182,7 +175,7 @@ func (s *Sender) process(ctx context.Context, row dbq.Outbox, at *attempt) error
 	case kindStandalone:
 		return s.sendStandalone(ctx, row, at)
 	}
-	return &permanentError{fmt.Errorf("unknown outbox kind %q", row.Kind)}
+	return &github.PermanentError{Err: fmt.Errorf("unknown outbox kind %q", row.Kind)}
 }
 
 // settle records the outcome of one row and GitHub's answers to it (at;
@@ -216,35 +209,18 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, at *attempt, err er
 	}
 }
 
-// retryAt decides when a failed write is tried again, or that it never is.
-// A rate limit holds it until the limit lifts; anything else transient
-// backs off, exponentially from 250 ms with jitter and capped, counting the
-// attempts since the row last made progress (none when made).
+// retryAt decides when a failed write is tried again, or that it never is
+// (github.Classify): a rate limit holds it until the limit lifts; anything
+// else not permanent backs off, exponentially from 250 ms with jitter and
+// capped, counting the attempts since the row last made progress (none
+// when made).
 func (s *Sender) retryAt(row dbq.Outbox, made bool, err error, now time.Time) (time.Time, bool) {
-	var (
-		perm     *permanentError
-		limited  *LimitedError
-		rate     *gh.RateLimitError
-		abuse    *gh.AbuseRateLimitError
-		response *gh.ErrorResponse
-	)
+	v := github.Classify(err, now)
 	switch {
-	case errors.As(err, &perm):
+	case v.Permanent:
 		return time.Time{}, true
-	case errors.As(err, &limited):
-		return limited.Until, false
-	case errors.As(err, &rate):
-		return rate.Rate.Reset.Time.Add(resetMargin), false
-	case errors.As(err, &abuse):
-		if abuse.RetryAfter != nil {
-			return now.Add(*abuse.RetryAfter), false
-		}
-		return now.Add(secondaryDefault), false
-	case errors.As(err, &response) && response.Response != nil:
-		code := response.Response.StatusCode
-		if code < 500 && code != http.StatusTooManyRequests && code != http.StatusUnauthorized {
-			return time.Time{}, true // GitHub will reject it again
-		}
+	case !v.Until.IsZero():
+		return v.Until, false
 	}
 	// The cap stays low because a write makes several calls and each retry
 	// resumes from what exists: under a steady share of failures a row must
@@ -258,9 +234,7 @@ func (s *Sender) retryAt(row dbq.Outbox, made bool, err error, now time.Time) (t
 
 // rowBackoff is the pause before a row's nth retry since its last progress.
 func rowBackoff(n int, maxBackoff time.Duration) time.Duration {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval: 250 * time.Millisecond, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: maxBackoff,
-	}
+	b := github.BackOff(250*time.Millisecond, maxBackoff)
 	var d time.Duration
 	for range min(n, 32) {
 		d = b.NextBackOff()
@@ -283,7 +257,7 @@ type target struct {
 func (s *Sender) targetOf(ctx context.Context, row dbq.Outbox) (target, error) {
 	var t target
 	if row.EntryID == nil {
-		return t, &permanentError{errors.New("outbox row has no entry")}
+		return t, &github.PermanentError{Err: errors.New("outbox row has no entry")}
 	}
 	var err error
 	if t.w, err = s.q.WorkItemGet(ctx, s.pool, *row.EntryID); err != nil {
@@ -294,23 +268,17 @@ func (s *Sender) targetOf(ctx context.Context, row dbq.Outbox) (target, error) {
 	}
 	var ok bool
 	if t.m, ok = rowMeta(t.w.Source, t.w.Dispatch); !ok {
-		return t, &permanentError{errors.New("work item has no GitHub metadata, or did not come from a verified delivery")}
+		return t, &github.PermanentError{Err: errors.New("work item has no GitHub metadata, or did not come from a verified delivery")}
 	}
 	if t.c, err = s.gh.Client(t.m.InstallationID); err != nil {
-		return t, &permanentError{err}
+		return t, &github.PermanentError{Err: err}
 	}
 	return t, nil
 }
 
 func decodePayload(row dbq.Outbox, v any) error {
 	if err := json.Unmarshal(row.Payload, v); err != nil {
-		return &permanentError{fmt.Errorf("decode outbox payload: %w", err)}
+		return &github.PermanentError{Err: fmt.Errorf("decode outbox payload: %w", err)}
 	}
 	return nil
-}
-
-// isStatus reports whether err is a GitHub error response with that status.
-func isStatus(err error, code int) bool {
-	var r *gh.ErrorResponse
-	return errors.As(err, &r) && r.Response != nil && r.Response.StatusCode == code
 }

@@ -1,11 +1,11 @@
-package github_test
+package outbox_test
 
 import (
 	"context"
+	"github.com/gitlease/gitlease/app/outbox"
 	"strings"
 	"testing"
 
-	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
@@ -22,8 +22,8 @@ func newIntakeHarness(t *testing.T) (*harness, *webhook.Handler) {
 	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
 	gh.AddInstallation(2311213, helloWorld)
 	gh.ReserveNumbers(helloWorld, 2000)
-	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
-	items := github.NewItems(h.pool)
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: outbox.NewOutbox(nil, nil)}
+	items := outbox.NewItems(h.pool)
 	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: items})
 	verifier, _ := webhook.NewVerifier(secret)
 	mapper, err := webhook.NewMapper(nil, webhook.MapperConfig{BranchPrefix: "gitlease/", BotLogin: "gitlease[bot]", AppID: gh.AppID})

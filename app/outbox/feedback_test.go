@@ -1,13 +1,13 @@
-package github_test
+package outbox_test
 
 import (
 	"context"
 	"encoding/json"
+	"github.com/gitlease/gitlease/app/outbox"
 	"net/http"
 	"strings"
 	"testing"
 
-	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
@@ -31,8 +31,8 @@ func TestDeliveryFeedbackOnGitHub(t *testing.T) {
 	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
 	gh.AddInstallation(2311213, "octocat/Hello-World")
 	gh.ReserveNumbers("octocat/Hello-World", 2000)
-	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
-	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: github.NewItems(h.pool)})
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: outbox.NewOutbox(nil, nil)}
+	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: outbox.NewItems(h.pool)})
 	verifier, _ := webhook.NewVerifier(secret)
 	mapper, err := webhook.NewMapper(nil, webhook.MapperConfig{BranchPrefix: "gitlease/", BotLogin: "gitlease[bot]"})
 	if err != nil {

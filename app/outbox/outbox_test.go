@@ -1,9 +1,10 @@
-package github_test
+package outbox_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gitlease/gitlease/app/outbox"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,7 @@ type harness struct {
 	gh     *githubtest.Server
 	pool   *pgxpool.Pool
 	store  *queue.Store
-	outbox *github.Outbox
+	outbox *outbox.Outbox
 }
 
 func newHarness(t *testing.T, opts ...githubtest.Option) *harness {
@@ -40,22 +41,22 @@ func newHarness(t *testing.T, opts ...githubtest.Option) *harness {
 	gh := githubtest.New(t, append([]githubtest.Option{githubtest.ForbidRefUpdates()}, opts...)...)
 	gh.AddRepo("octo", "widgets", repoID, "main", true)
 	gh.AddInstallation(installation, repoName)
-	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
-	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: github.NewItems(h.pool)})
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: outbox.NewOutbox(nil, nil)}
+	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: outbox.NewItems(h.pool)})
 	return h
 }
 
-func (h *harness) sender(t *testing.T) *github.Sender {
+func (h *harness) sender(t *testing.T) *outbox.Sender {
 	t.Helper()
 	inst, err := github.NewInstallations(github.Config{AppID: h.gh.AppID, PrivateKey: h.gh.PrivateKeyPEM, APIURL: h.gh.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return github.NewSender(h.pool, inst, github.SenderConfig{MaxBackoff: 20 * time.Millisecond, Poll: 10 * time.Millisecond}, nil)
+	return outbox.NewSender(h.pool, inst, outbox.SenderConfig{MaxBackoff: 20 * time.Millisecond, Poll: 10 * time.Millisecond}, nil)
 }
 
 // drain runs senders until the outbox has nothing pending.
-func (h *harness) drain(t *testing.T, senders ...*github.Sender) {
+func (h *harness) drain(t *testing.T, senders ...*outbox.Sender) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
@@ -234,8 +235,8 @@ func TestDraftsUnsupportedFallsBackToAReadyPullRequest(t *testing.T) {
 	gh := githubtest.New(t)
 	gh.AddRepo("octo", "widgets", repoID, "main", false)
 	gh.AddInstallation(installation, repoName)
-	h := &harness{gh: gh, pool: dbtest.New(t), outbox: github.NewOutbox(nil, nil)}
-	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: github.NewItems(h.pool)})
+	h := &harness{gh: gh, pool: dbtest.New(t), outbox: outbox.NewOutbox(nil, nil)}
+	h.store = queue.NewStore(h.pool, queue.Config{Observer: h.outbox, Views: outbox.NewItems(h.pool)})
 	if _, err := h.store.Enqueue(context.Background(), issueParams(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -258,9 +259,9 @@ func TestAnnotationsWaitForTheCheckRun(t *testing.T) {
 	it, _ := h.store.Get(ctx, res.EntryID)
 	// 60 notices before the item has a check run: kept, then written in
 	// requests of at most 50 once the branch exists.
-	anns := make([]github.Annotation, 60)
+	anns := make([]outbox.Annotation, 60)
 	for i := range anns {
-		anns[i] = github.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i), RawDetails: json.RawMessage(`{"delivery_id":"d"}`)}
+		anns[i] = outbox.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i), RawDetails: json.RawMessage(`{"delivery_id":"d"}`)}
 	}
 	err = h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return h.outbox.Annotate(ctx, tx, it, anns...) })
 	if err != nil {

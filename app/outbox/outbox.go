@@ -1,4 +1,11 @@
-package github
+// Package outbox is what gitlease writes to GitHub: it owns the outbox
+// and github_items tables, and alone writes them. The Outbox records, in
+// the queue's own transaction (as its queue.Observer), the check runs,
+// annotations and provisioning an item's changes ask for; the Sender
+// drains it, any number of senders in any number of processes sharing one
+// outbox, each write idempotent and resumed from what exists on GitHub.
+// Items reads what GitHub holds of an item for queue views and the intake.
+package outbox
 
 import (
 	"context"

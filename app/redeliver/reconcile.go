@@ -1,9 +1,15 @@
-package github
+// Package redeliver is the redelivery reconciler (SPEC §6.1): it reads the
+// App's webhook delivery log on GitHub and asks GitHub to redeliver what
+// never reached gitlease, at most MaxRedeliveryRequests times each. It owns
+// the redelivery tables and alone writes them; one instance at a time scans
+// (an advisory lock), and a redelivery claim is exclusive across instances.
+package redeliver
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gitlease/gitlease/app/github"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -100,7 +106,7 @@ type ReconcilerConfig struct {
 // scans overlap. It is safe for concurrent use.
 type Reconciler struct {
 	pool   *pgxpool.Pool
-	gh     *Installations
+	gh     *github.Installations
 	q      *dbq.Queries
 	cfg    ReconcilerConfig
 	logger *slog.Logger
@@ -109,7 +115,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler over pool, calling GitHub as the App
 // through gh. It returns an error when cfg.Lookback exceeds
 // MaxRedeliverLookback.
-func NewReconciler(pool *pgxpool.Pool, gh *Installations, cfg ReconcilerConfig, logger *slog.Logger) (*Reconciler, error) {
+func NewReconciler(pool *pgxpool.Pool, gh *github.Installations, cfg ReconcilerConfig, logger *slog.Logger) (*Reconciler, error) {
 	if cfg.Lookback > MaxRedeliverLookback || cfg.Lookback < 0 {
 		return nil, fmt.Errorf("redelivery lookback %s is outside 0..%s (GitHub keeps deliveries 3 days)", cfg.Lookback, MaxRedeliverLookback)
 	}
@@ -513,4 +519,11 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

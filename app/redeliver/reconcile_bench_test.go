@@ -1,8 +1,9 @@
-package github_test
+package redeliver_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"testing"
 	"time"
 
@@ -34,10 +35,10 @@ func BenchmarkReconcilerScan(b *testing.B) {
 				gh := githubtest.New(b)
 				now := time.Now()
 				gh.SetHookClock(func() time.Time { return now })
-				step := (github.MaxRedeliverLookback - time.Minute) / attempts
+				step := (redeliver.MaxRedeliverLookback - time.Minute) / attempts
 				for j := 0; j < attempts; j++ {
 					a := githubtest.HookAttempt{GUID: fmt.Sprintf("bench-%d-%d", i, j), Event: "issues", Action: "opened",
-						DeliveredAt: now.Add(-github.MaxRedeliverLookback + time.Minute + time.Duration(j)*step),
+						DeliveredAt: now.Add(-redeliver.MaxRedeliverLookback + time.Minute + time.Duration(j)*step),
 						Status:      "OK", StatusCode: 202}
 					if j%(attempts/max(bc.missed, 1)) == 0 && bc.missed > 0 {
 						a.Status, a.StatusCode = "failed to connect", 0
@@ -51,24 +52,24 @@ func BenchmarkReconcilerScan(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				r, err := github.NewReconciler(pool, inst, github.ReconcilerConfig{}, nil)
+				r, err := redeliver.NewReconciler(pool, inst, redeliver.ReconcilerConfig{}, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if bc.steady {
-					if _, err := r.Scan(context.Background(), github.ScanOptions{}); err != nil {
+					if _, err := r.Scan(context.Background(), redeliver.ScanOptions{}); err != nil {
 						b.Fatal(err)
 					}
 				}
 				before := gh.Count(githubtest.AnyKind)
 				b.StartTimer()
-				rep, err := r.Scan(context.Background(), github.ScanOptions{})
+				rep, err := r.Scan(context.Background(), redeliver.ScanOptions{})
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)
 				}
-				if !bc.steady && (rep.Attempts != attempts || rep.Count(github.ResultRequested) != bc.missed) {
-					b.Fatalf("scan saw %d attempts, requested %d; want %d, %d", rep.Attempts, rep.Count(github.ResultRequested), attempts, bc.missed)
+				if !bc.steady && (rep.Attempts != attempts || rep.Count(redeliver.ResultRequested) != bc.missed) {
+					b.Fatalf("scan saw %d attempts, requested %d; want %d, %d", rep.Attempts, rep.Count(redeliver.ResultRequested), attempts, bc.missed)
 				}
 				calls += gh.Count(githubtest.AnyKind) - before
 				gh.WaitRedeliveries()

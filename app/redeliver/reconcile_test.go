@@ -1,10 +1,11 @@
-package github_test
+package redeliver_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -107,9 +108,9 @@ func newRecHarness(t *testing.T, opts ...githubtest.Option) *recHarness {
 	return &recHarness{gh: gh, pool: pool, intake: in, inst: inst, url: srv.URL + "/webhook"}
 }
 
-func (h *recHarness) reconciler(t *testing.T, cfg github.ReconcilerConfig) *github.Reconciler {
+func (h *recHarness) reconciler(t *testing.T, cfg redeliver.ReconcilerConfig) *redeliver.Reconciler {
 	t.Helper()
-	r, err := github.NewReconciler(h.pool, h.inst, cfg, nil)
+	r, err := redeliver.NewReconciler(h.pool, h.inst, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func (h *recHarness) count(t *testing.T, query string, args ...any) int {
 	return n
 }
 
-// metricsRecorder is a github.RedeliveryMetrics counting results.
+// metricsRecorder is a redeliver.RedeliveryMetrics counting results.
 type metricsRecorder struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -212,9 +213,9 @@ func TestReconcilerRecoversMissedDeliveries(t *testing.T) {
 	h.intake.mode.Store(intakeUp) // serve is back
 
 	metrics := &metricsRecorder{}
-	recs := []*github.Reconciler{
-		h.reconciler(t, github.ReconcilerConfig{Metrics: metrics}),
-		h.reconciler(t, github.ReconcilerConfig{Metrics: metrics}),
+	recs := []*redeliver.Reconciler{
+		h.reconciler(t, redeliver.ReconcilerConfig{Metrics: metrics}),
+		h.reconciler(t, redeliver.ReconcilerConfig{Metrics: metrics}),
 	}
 	var wg sync.WaitGroup
 	for _, r := range recs {
@@ -224,7 +225,7 @@ func TestReconcilerRecoversMissedDeliveries(t *testing.T) {
 				defer wg.Done()
 				// Wait: the scans queue up behind each other and overlap
 				// entirely in what they read.
-				if _, err := r.Scan(context.Background(), github.ScanOptions{Wait: true}); err != nil {
+				if _, err := r.Scan(context.Background(), redeliver.ScanOptions{Wait: true}); err != nil {
 					t.Errorf("scan: %v", err)
 				}
 			}()
@@ -240,16 +241,16 @@ func TestReconcilerRecoversMissedDeliveries(t *testing.T) {
 	if d := h.count(t, `SELECT count(*) FROM deliveries`); d != stopped+dbDown+fine {
 		t.Errorf("%d deliveries recorded, want %d", d, stopped+dbDown+fine)
 	}
-	if metrics.get(github.ResultRequested) != len(missed) {
-		t.Errorf("metric requested = %d, want %d", metrics.get(github.ResultRequested), len(missed))
+	if metrics.get(redeliver.ResultRequested) != len(missed) {
+		t.Errorf("metric requested = %d, want %d", metrics.get(redeliver.ResultRequested), len(missed))
 	}
 
 	// A later scan finds every guid recovered and requests nothing more.
-	rep, err := recs[0].Scan(context.Background(), github.ScanOptions{})
+	rep, err := recs[0].Scan(context.Background(), redeliver.ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Count(github.ResultRequested) != 0 || len(rep.Findings) != 0 {
+	if rep.Count(redeliver.ResultRequested) != 0 || len(rep.Findings) != 0 {
 		t.Errorf("scan after recovery: %+v", rep.Findings)
 	}
 	if c := h.gh.Count(githubtest.KindRedeliverHook); c != len(missed) {
@@ -273,13 +274,13 @@ func TestReconcilerManyInstances(t *testing.T) {
 	var skipped atomic.Int32
 	start := make(chan struct{})
 	for range 6 {
-		r := h.reconciler(t, github.ReconcilerConfig{})
+		r := h.reconciler(t, redeliver.ReconcilerConfig{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
 			for range 4 {
-				rep, err := r.Scan(context.Background(), github.ScanOptions{})
+				rep, err := r.Scan(context.Background(), redeliver.ScanOptions{})
 				if err != nil {
 					t.Errorf("scan: %v", err)
 				}
@@ -325,13 +326,13 @@ func TestRedeliveryClaimIsExclusive(t *testing.T) {
 		}
 		wg.Wait()
 		want := int32(1)
-		if attempt > github.MaxRedeliveryRequests {
+		if attempt > redeliver.MaxRedeliveryRequests {
 			want = 0
 		}
 		if won.Load() != want {
 			t.Fatalf("attempt %d: %d claims won, want %d", attempt, won.Load(), want)
 		}
-		if err := q.RedeliverySetResult(context.Background(), pool, dbq.RedeliverySetResultParams{Guid: "g-1", Result: github.ResultRequested, Now: now}); err != nil {
+		if err := q.RedeliverySetResult(context.Background(), pool, dbq.RedeliverySetResultParams{Guid: "g-1", Result: redeliver.ResultRequested, Now: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -379,28 +380,28 @@ func TestReconcilerSkipsRejected(t *testing.T) {
 	}
 	h.gh.SetWebhook(h.url, hookSecret) // the secret is fixed
 	metrics := &metricsRecorder{}
-	r := h.reconciler(t, github.ReconcilerConfig{Metrics: metrics})
+	r := h.reconciler(t, redeliver.ReconcilerConfig{Metrics: metrics})
 	for range 2 {
-		rep, err := r.Scan(context.Background(), github.ScanOptions{})
+		rep, err := r.Scan(context.Background(), redeliver.ScanOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Count(github.ResultRejectedSkipped) != len(rejected) {
+		if rep.Count(redeliver.ResultRejectedSkipped) != len(rejected) {
 			t.Fatalf("findings %+v, want %d rejected_skipped", rep.Findings, len(rejected))
 		}
 	}
 	if c := h.gh.Count(githubtest.KindRedeliverHook); c != 0 {
 		t.Fatalf("%d redelivery requests for rejected deliveries, want 0", c)
 	}
-	if m := metrics.get(github.ResultRejectedSkipped); m != len(rejected) {
+	if m := metrics.get(redeliver.ResultRejectedSkipped); m != len(rejected) {
 		t.Fatalf("rejected_skipped counted %d times, want %d (once per guid)", m, len(rejected))
 	}
-	rep, err := r.Scan(context.Background(), github.ScanOptions{Since: time.Hour, IncludeRejected: true, Wait: true})
+	rep, err := r.Scan(context.Background(), redeliver.ScanOptions{Since: time.Hour, IncludeRejected: true, Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.gh.WaitRedeliveries()
-	if rep.Count(github.ResultRequested) != len(rejected) {
+	if rep.Count(redeliver.ResultRequested) != len(rejected) {
 		t.Fatalf("include-rejected findings %+v", rep.Findings)
 	}
 	if items := h.count(t, `SELECT count(*) FROM work_items`); items != len(rejected) {
@@ -424,7 +425,7 @@ func TestReconcilerIgnoresIrrelevant(t *testing.T) {
 			h.gh.Deliver("star", []byte(`{"action":"created"}`))
 			labeled := h.gh.Deliver("issues", issue(t, "labeled", 7))
 			h.intake.mode.Store(intakeUp)
-			rep, err := h.reconciler(t, github.ReconcilerConfig{LabelTrigger: labelTrigger}).Scan(context.Background(), github.ScanOptions{})
+			rep, err := h.reconciler(t, redeliver.ReconcilerConfig{LabelTrigger: labelTrigger}).Scan(context.Background(), redeliver.ScanOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,7 +437,7 @@ func TestReconcilerIgnoresIrrelevant(t *testing.T) {
 			if got := h.gh.RedeliveryRequests(); got[labeled.GUID] != want || len(got) != want {
 				t.Fatalf("requests %v, want only the labeled delivery %d times", got, want)
 			}
-			if rep.Count(github.OutcomeIrrelevant) != 4-want {
+			if rep.Count(redeliver.OutcomeIrrelevant) != 4-want {
 				t.Fatalf("findings %+v, want %d irrelevant", rep.Findings, 4-want)
 			}
 		})
@@ -467,8 +468,8 @@ func TestReconcilerWindow(t *testing.T) {
 	h.gh.SetHookClock(nil)
 	h.intake.mode.Store(intakeUp)
 
-	r := h.reconciler(t, github.ReconcilerConfig{Lookback: 3 * time.Hour})
-	rep, err := r.Scan(context.Background(), github.ScanOptions{})
+	r := h.reconciler(t, redeliver.ReconcilerConfig{Lookback: 3 * time.Hour})
+	rep, err := r.Scan(context.Background(), redeliver.ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +485,7 @@ func TestReconcilerWindow(t *testing.T) {
 	}
 	// Even an operator's scan of the whole 72 hours never reaches the
 	// 4-day-old attempt (the fake reports a violation if it is requested).
-	rep, err = r.Scan(context.Background(), github.ScanOptions{Since: 1000 * time.Hour, Wait: true})
+	rep, err = r.Scan(context.Background(), redeliver.ScanOptions{Since: 1000 * time.Hour, Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,21 +508,21 @@ func TestReconcilerGitHubRefuses(t *testing.T) {
 	h.intake.mode.Store(intakeUp)
 	h.gh.FailNext(githubtest.KindRedeliverHook, 1, http.StatusUnprocessableEntity)
 	metrics := &metricsRecorder{}
-	r := h.reconciler(t, github.ReconcilerConfig{Metrics: metrics})
+	r := h.reconciler(t, redeliver.ReconcilerConfig{Metrics: metrics})
 	for i := range 3 {
-		rep, err := r.Scan(context.Background(), github.ScanOptions{Since: time.Hour})
+		rep, err := r.Scan(context.Background(), redeliver.ScanOptions{Since: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rep.Findings) != 1 || rep.Findings[0].Outcome != github.ResultGitHubRefused {
+		if len(rep.Findings) != 1 || rep.Findings[0].Outcome != redeliver.ResultGitHubRefused {
 			t.Fatalf("scan %d findings %+v", i, rep.Findings)
 		}
 	}
 	if c := h.gh.Count(githubtest.KindRedeliverHook); c != 1 {
 		t.Fatalf("%d requests, want 1", c)
 	}
-	if metrics.get(github.ResultGitHubRefused) != 1 {
-		t.Fatalf("github_refused counted %d", metrics.get(github.ResultGitHubRefused))
+	if metrics.get(redeliver.ResultGitHubRefused) != 1 {
+		t.Fatalf("github_refused counted %d", metrics.get(redeliver.ResultGitHubRefused))
 	}
 	if n := h.count(t, `SELECT count(*) FROM redeliveries WHERE guid = $1 AND result = 'github_refused'`, a.GUID); n != 1 {
 		t.Fatal("422 not recorded")
@@ -536,10 +537,10 @@ func TestReconcilerGivesUp(t *testing.T) {
 	h.intake.mode.Store(intakeDown) // and it stays down
 	a := h.gh.Deliver("issues", issue(t, "opened", 1))
 	metrics := &metricsRecorder{}
-	r := h.reconciler(t, github.ReconcilerConfig{Metrics: metrics})
+	r := h.reconciler(t, redeliver.ReconcilerConfig{Metrics: metrics})
 	var outcomes []string
 	for range 5 {
-		rep, err := r.Scan(context.Background(), github.ScanOptions{})
+		rep, err := r.Scan(context.Background(), redeliver.ScanOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,17 +551,17 @@ func TestReconcilerGivesUp(t *testing.T) {
 	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
 		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
-	if got := h.gh.RedeliveryRequests()[a.GUID]; got != github.MaxRedeliveryRequests {
-		t.Fatalf("%d requests, want %d", got, github.MaxRedeliveryRequests)
+	if got := h.gh.RedeliveryRequests()[a.GUID]; got != redeliver.MaxRedeliveryRequests {
+		t.Fatalf("%d requests, want %d", got, redeliver.MaxRedeliveryRequests)
 	}
-	if metrics.get(github.ResultUnrecoverable) != 1 || metrics.get(github.ResultRequested) != 3 {
+	if metrics.get(redeliver.ResultUnrecoverable) != 1 || metrics.get(redeliver.ResultRequested) != 3 {
 		t.Fatalf("metrics %v", metrics.counts)
 	}
-	recent, err := github.RecentRedeliveries(context.Background(), h.pool, time.Now().Add(-time.Hour), 10)
+	recent, err := redeliver.RecentRedeliveries(context.Background(), h.pool, time.Now().Add(-time.Hour), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recent) != 1 || recent[0].GUID != a.GUID || recent[0].Result != github.ResultUnrecoverable || recent[0].Requests != 3 {
+	if len(recent) != 1 || recent[0].GUID != a.GUID || recent[0].Result != redeliver.ResultUnrecoverable || recent[0].Requests != 3 {
 		t.Fatalf("recent redeliveries %+v", recent)
 	}
 	sum, err := r.Summary(context.Background())
@@ -588,18 +589,18 @@ func TestReconcilerCommittedTimeout(t *testing.T) {
 	h.intake.mode.Store(intakeDown)
 	b := h.gh.Deliver("issues", issue(t, "opened", 2))
 	h.intake.mode.Store(intakeUp)
-	r := h.reconciler(t, github.ReconcilerConfig{})
-	dry, err := r.Scan(context.Background(), github.ScanOptions{DryRun: true})
+	r := h.reconciler(t, redeliver.ReconcilerConfig{})
+	dry, err := r.Scan(context.Background(), redeliver.ScanOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dry.Count(github.OutcomeWouldRequest) != 1 || dry.Count(github.OutcomeRecorded) != 1 || h.gh.Count(githubtest.KindRedeliverHook) != 0 {
+	if dry.Count(redeliver.OutcomeWouldRequest) != 1 || dry.Count(redeliver.OutcomeRecorded) != 1 || h.gh.Count(githubtest.KindRedeliverHook) != 0 {
 		t.Fatalf("dry run findings %+v", dry.Findings)
 	}
 	if n := h.count(t, `SELECT count(*) FROM redeliveries`) + h.count(t, `SELECT count(*) FROM redelivery_scans`); n != 0 {
 		t.Fatalf("dry run wrote %d rows", n)
 	}
-	rep, err := r.Scan(context.Background(), github.ScanOptions{})
+	rep, err := r.Scan(context.Background(), redeliver.ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,7 +612,7 @@ func TestReconcilerCommittedTimeout(t *testing.T) {
 
 func TestNewReconcilerRefusesLongLookback(t *testing.T) {
 	t.Parallel()
-	if _, err := github.NewReconciler(nil, nil, github.ReconcilerConfig{Lookback: 73 * time.Hour}, nil); err == nil {
+	if _, err := redeliver.NewReconciler(nil, nil, redeliver.ReconcilerConfig{Lookback: 73 * time.Hour}, nil); err == nil {
 		t.Fatal("a 73h lookback was accepted")
 	}
 }

@@ -1,10 +1,11 @@
-package github
+package outbox
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gitlease/gitlease/app/github"
 	"net/http"
 	"strings"
 
@@ -39,7 +40,7 @@ type Provisioned struct {
 // recorded once done (Progress), so a later attempt resumes at the first
 // step not yet done.
 type Provisioner struct {
-	Retries Retries
+	Retries github.Retries
 	// Progress records what a step created; nil records nothing.
 	Progress Progress
 	// att, when set, writes down what GitHub answered each step.
@@ -75,7 +76,7 @@ func (noProgress) Branch(context.Context, string) error      { return nil }
 // lost, so a clean run costs five calls (base ref, base commit, commit,
 // branch, pull request). It never moves a ref that exists, so a retry, a
 // recovery or a later generation reuses what the first one made. Errors
-// are GitHub's (a *permanentError when the base branch does not exist) or
+// are GitHub's (a *github.PermanentError when the base branch does not exist) or
 // Progress's.
 func (p Provisioner) Provision(ctx context.Context, c *gh.Client, spec ProvisionSpec, from Resume) (Provisioned, error) {
 	if p.Progress == nil {
@@ -98,16 +99,16 @@ func (p Provisioner) Provision(ctx context.Context, c *gh.Client, spec Provision
 }
 
 // call runs one GitHub call with in-place retries.
-func call[T any](ctx context.Context, r Retries, f func(lost bool) (T, *gh.Response, error)) (T, error) {
+func call[T any](ctx context.Context, r github.Retries, f func(lost bool) (T, *gh.Response, error)) (T, error) {
 	v, _, err := callStatus(ctx, r, f)
 	return v, err
 }
 
 // callStatus is call that also returns the HTTP status of the last answer
 // (0 when f answered from a lookup rather than with a response of its own).
-func callStatus[T any](ctx context.Context, r Retries, f func(lost bool) (T, *gh.Response, error)) (T, int, error) {
+func callStatus[T any](ctx context.Context, r github.Retries, f func(lost bool) (T, *gh.Response, error)) (T, int, error) {
 	status := 0
-	v, err := retryCall(ctx, r, func(_ int, lost bool) (T, error) {
+	v, err := github.Retry(ctx, r, func(_ int, lost bool) (T, error) {
 		v, resp, err := f(lost)
 		status = statusOf(resp)
 		return v, err
@@ -121,7 +122,7 @@ func (p Provisioner) getBranch(ctx context.Context, c *gh.Client, spec Provision
 	ref, err := call(ctx, p.Retries, func(bool) (*gh.Reference, *gh.Response, error) {
 		return c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.HeadBranch)
 	})
-	if isStatus(err, http.StatusNotFound) {
+	if github.IsStatus(err, http.StatusNotFound) {
 		return "", nil
 	}
 	if err != nil {
@@ -152,7 +153,7 @@ func (p Provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec Provis
 	})
 	sha := created.GetObject().GetSHA()
 	switch {
-	case isStatus(err, http.StatusUnprocessableEntity):
+	case github.IsStatus(err, http.StatusUnprocessableEntity):
 		// It exists (an earlier generation's, or one whose answer was
 		// lost): use it as it is, never move it.
 		if sha, err = p.getBranch(ctx, c, spec); err == nil && sha == "" {
@@ -181,8 +182,8 @@ func (p Provisioner) startCommit(ctx context.Context, c *gh.Client, spec Provisi
 	base, err := call(ctx, p.Retries, func(bool) (*gh.Reference, *gh.Response, error) {
 		return c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.BaseBranch)
 	})
-	if isStatus(err, http.StatusNotFound) {
-		return "", &permanentError{fmt.Errorf("base branch %s does not exist", spec.BaseBranch)}
+	if github.IsStatus(err, http.StatusNotFound) {
+		return "", &github.PermanentError{Err: fmt.Errorf("base branch %s does not exist", spec.BaseBranch)}
 	}
 	if err != nil {
 		return "", fmt.Errorf("look up base branch %s: %w", spec.BaseBranch, err)
@@ -232,7 +233,7 @@ func (p Provisioner) ensurePullRequest(ctx context.Context, c *gh.Client, spec P
 		return c.PullRequests.Create(ctx, spec.Owner, spec.Repo, np)
 	}
 	pr, status, err := callStatus(ctx, p.Retries, create)
-	if err != nil && isStatus(err, http.StatusUnprocessableEntity) && strings.Contains(strings.ToLower(errText(err)), "draft") {
+	if err != nil && github.IsStatus(err, http.StatusUnprocessableEntity) && strings.Contains(strings.ToLower(errText(err)), "draft") {
 		np.Draft = gh.Bool(false) // the repository does not allow drafts
 		pr, status, err = callStatus(ctx, p.Retries, create)
 	}
@@ -247,7 +248,7 @@ func (p Provisioner) ensurePullRequest(ctx context.Context, c *gh.Client, spec P
 		}
 		return pr, nil
 	}
-	if isStatus(err, http.StatusUnprocessableEntity) {
+	if github.IsStatus(err, http.StatusUnprocessableEntity) {
 		if pr, ferr := p.findPullRequest(ctx, c, spec); pr != nil || ferr != nil {
 			if pr != nil {
 				p.att.answered(http.StatusUnprocessableEntity, "pull request exists; found open pull request #%d", pr.GetNumber())
@@ -307,7 +308,7 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, at *attempt) err
 		return nil
 	}
 	if w.BaseRef == nil || w.HeadRef == nil {
-		return &permanentError{errors.New("issue item has no reservation")}
+		return &github.PermanentError{Err: errors.New("issue item has no reservation")}
 	}
 	var d struct {
 		Subject struct {
@@ -323,7 +324,7 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, at *attempt) err
 		Generation: uint64(derefInt(w.SubjectGeneration)), EntryID: w.ID.String(),
 	}
 	prog := &itemProgress{s: s, entry: w.ID, at: at}
-	got, err := Provisioner{Retries: s.gh.retries, Progress: prog, att: at}.Provision(ctx, c, spec,
+	got, err := Provisioner{Retries: s.gh.Retries(), Progress: prog, att: at}.Provision(ctx, c, spec,
 		Resume{StartCommitSHA: deref(t.g.StartCommitSha), BranchSHA: deref(t.g.BranchSha)})
 	if err != nil {
 		return err

@@ -1,9 +1,10 @@
-package github_test
+package outbox_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gitlease/gitlease/app/outbox"
 	"strings"
 	"sync"
 	"testing"
@@ -108,18 +109,18 @@ func TestStartedSendersWakeOnNotify(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
-	notifier := service.NewNotifier(h.pool, github.OutboxChannel, nil)
+	notifier := service.NewNotifier(h.pool, outbox.OutboxChannel, nil)
 	if err := notifier.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(notifier.Stop)
-	store := queue.NewStore(h.pool, queue.Config{Observer: github.NewOutbox(nil, nil).SignalWith(notifier.Signal)})
+	store := queue.NewStore(h.pool, queue.Config{Observer: outbox.NewOutbox(nil, nil).SignalWith(notifier.Signal)})
 	inst, err := github.NewInstallations(github.Config{AppID: h.gh.AppID, PrivateKey: h.gh.PrivateKeyPEM, APIURL: h.gh.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		s := github.NewSender(h.pool, inst, github.SenderConfig{Poll: time.Hour}, nil)
+		s := outbox.NewSender(h.pool, inst, outbox.SenderConfig{Poll: time.Hour}, nil)
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +165,7 @@ func TestCheckRunOutputFitsGitHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := github.NewSender(h.pool, inst, github.SenderConfig{PublicURL: "https://gitlease.example.com/"}, nil)
+	s := outbox.NewSender(h.pool, inst, outbox.SenderConfig{PublicURL: "https://gitlease.example.com/"}, nil)
 	fe := h.leaseAll(t, "w1")[0]
 	note := strings.Repeat("ü", 40_000) // 80,000 bytes
 	if r, err := h.store.Complete(ctx, queue.CompleteParams{Execution: fe.Execution, Status: queue.StatusCompleted, Note: note}); err != nil || r.Outcome != queue.OutcomeApplied {

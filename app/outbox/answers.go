@@ -1,9 +1,10 @@
-package github
+package outbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gitlease/gitlease/app/github"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -67,7 +68,7 @@ func answerOf(err error) string {
 		response   *gh.ErrorResponse
 		rate       *gh.RateLimitError
 		abuse      *gh.AbuseRateLimitError
-		limited    *LimitedError
+		limited    *github.LimitedError
 		unanswered *url.Error
 	)
 	switch {
