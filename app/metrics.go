@@ -13,7 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/app/outbox"
+	"github.com/gitlease/gitlease/queue"
 )
 
 // Metrics are gitlease's Prometheus metrics, on a registry of their own (no
@@ -72,7 +73,7 @@ func NewMetrics(pool *pgxpool.Pool) *Metrics {
 	}
 	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs, m.redeliveries, m.lastScan, m.groups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&dbCollector{pool: pool, q: dbq.New()})
+		&dbCollector{pool: pool})
 	return m
 }
 
@@ -161,7 +162,6 @@ func (m *Metrics) Handler() http.Handler {
 // dbCollector reads queue depth and outbox backlog at scrape time.
 type dbCollector struct {
 	pool *pgxpool.Pool
-	q    *dbq.Queries
 }
 
 var (
@@ -179,13 +179,13 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	st, err := c.q.WorkItemStats(ctx, c.pool, time.Now())
+	st, err := queue.ReadStats(ctx, c.pool, time.Now())
 	if err == nil {
 		for status, n := range map[string]int64{"pending": st.Pending, "assigned": st.Assigned, "held": st.Held, "deferred": st.Deferred} {
 			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n), status)
 		}
-		var b dbq.OutboxBacklogRow
-		if b, err = c.q.OutboxBacklog(ctx, c.pool); err == nil {
+		var b outbox.Backlog
+		if b, err = outbox.ReadBacklog(ctx, c.pool); err == nil {
 			ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(b.Pending), "pending")
 			ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(b.Failed), "failed")
 		}

@@ -1,7 +1,10 @@
 package queue
 
 import (
+	"context"
 	"encoding/json"
+
+	"github.com/google/uuid"
 
 	"github.com/gitlease/gitlease/db/dbq"
 )
@@ -43,6 +46,21 @@ func (it Item) EnqueuedSubject() *SubjectRef { return it.subject }
 // EntryID is the item's UUID.
 func (it Item) EntryID() string { return it.row.ID.String() }
 
+// ID is EntryID as a UUID.
+func (it Item) ID() uuid.UUID { return it.row.ID }
+
+// ReadItem reads the item with id through db (the caller's transaction or
+// a pool), live or finished, for the packages that act on items without a
+// Store (the GitHub outbox): they read work_items only through it. It
+// returns ErrNotFound when there is none.
+func ReadItem(ctx context.Context, db dbq.DBTX, id uuid.UUID) (Item, error) {
+	w, err := dbq.New().WorkItemGet(ctx, db, id)
+	if err != nil {
+		return Item{}, interpretError("read work item", err)
+	}
+	return Item{row: w}, nil
+}
+
 // Status is the item's state or, once finished, its terminal outcome.
 func (it Item) Status() string { return it.row.Status }
 
@@ -73,6 +91,10 @@ func (it Item) Entry() Entry { return entryOf(it.row) }
 // ProvisionRequested reports whether the item was ever handed out, which
 // (for an issue item) is when its branch and pull request are asked for.
 func (it Item) ProvisionRequested() bool { return it.row.LeaseGeneration > 0 }
+
+// LeaseGeneration counts the item's v2 hand-outs: 0 before the first, and
+// each lease after it has a larger one.
+func (it Item) LeaseGeneration() uint64 { return uint64(it.row.LeaseGeneration) }
 
 // Provisioning is what GitHub holds for the item, once known.
 type Provisioning struct {

@@ -75,7 +75,13 @@ func (s *Store) List(ctx context.Context, p ListParams) (ListResult, error) {
 func (s *Store) Stats(ctx context.Context) (Stats, error) { return s.stats(ctx, s.pool) }
 
 func (s *Store) stats(ctx context.Context, db dbq.DBTX) (Stats, error) {
-	r, err := s.q.WorkItemStats(ctx, db, s.now())
+	return ReadStats(ctx, db, s.now())
+}
+
+// ReadStats counts the live queue through db as of now, for readers
+// without a Store (the metrics scrape).
+func ReadStats(ctx context.Context, db dbq.DBTX, now time.Time) (Stats, error) {
+	r, err := dbq.New().WorkItemStats(ctx, db, now)
 	if err != nil {
 		return Stats{}, fmt.Errorf("count queue: %w", err)
 	}

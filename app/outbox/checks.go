@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/queue"
 	"net/http"
 	"strings"
 
@@ -56,7 +57,7 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 	}
 	w, g, m, c := t.w, t.g, t.m, t.c
 	owner, repo, _ := strings.Cut(m.Repository, "/")
-	entry := w.ID.String()
+	entry := w.EntryID()
 	anns := toGitHub(row.ID, u.Annotations)
 	headSHA := deref(g.HeadSha) // an issue item's branch head
 	if headSHA == "" {
@@ -104,7 +105,7 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 		}
 		at.made = true
 		runID = run.GetID()
-		if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID, CheckRunID: &runID}); err != nil {
+		if err := s.q.GitHubItemSetCheckRun(ctx, s.pool, dbq.GitHubItemSetCheckRunParams{EntryID: w.ID(), CheckRunID: &runID}); err != nil {
 			return fmt.Errorf("record check run: %w", err)
 		}
 		if found {
@@ -141,8 +142,8 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 // summary with any output.
 type shownOutput struct{ title, summary string }
 
-func (s *Sender) recordShown(ctx context.Context, w dbq.WorkItem, o shownOutput) error {
-	if err := s.q.GitHubItemSetCheckOutput(ctx, s.pool, dbq.GitHubItemSetCheckOutputParams{EntryID: w.ID, Title: o.title, Summary: o.summary}); err != nil {
+func (s *Sender) recordShown(ctx context.Context, w queue.Item, o shownOutput) error {
+	if err := s.q.GitHubItemSetCheckOutput(ctx, s.pool, dbq.GitHubItemSetCheckOutputParams{EntryID: w.ID(), Title: o.title, Summary: o.summary}); err != nil {
 		return fmt.Errorf("record check run output: %w", err)
 	}
 	return nil
@@ -193,7 +194,7 @@ func orDefault(v, def string) string {
 // recording what it then shows in *shown. An annotations-only update keeps
 // the current title and summary. A retry after a lost answer drops the
 // annotations that answer wrote. GitHub's answer is written down in at.
-func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, w dbq.WorkItem, runID int64, shown *shownOutput, u checkRunUpdate, anns []*gh.CheckRunAnnotation, at *attempt) error {
+func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo string, w queue.Item, runID int64, shown *shownOutput, u checkRunUpdate, anns []*gh.CheckRunAnnotation, at *attempt) error {
 	if u.Status == "" && len(anns) == 0 {
 		return nil
 	}

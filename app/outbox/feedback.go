@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gitlease/gitlease/queue"
 	"strconv"
 	"strings"
 
@@ -41,34 +42,37 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	if err != nil {
 		return nil
 	}
-	holder, err := o.q.WorkItemGet(ctx, tx, id)
+	holder, err := queue.ReadItem(ctx, tx, id)
 	if err != nil {
 		return fmt.Errorf("read the delivery's item: %w", err)
 	}
-	hm, ok := rowMeta(holder.Source, holder.Dispatch) // the holder's dispatch, parsed once
+	hm, ok := itemMeta(holder) // the holder's dispatch, parsed once
 	if !ok {
 		return nil // the holder is a queue item only: nothing of it goes to GitHub
 	}
-	held, err := itemState(ctx, o.q, tx, holder.ID)
+	held, err := itemState(ctx, o.q, tx, holder.ID())
 	if err != nil {
 		return err
 	}
-	gen := uint64(derefInt(holder.SubjectGeneration))
-	qid := deref(holder.CanonicalID)
+	gen, qid, status, res := holder.Generation(), holder.QualifiedID(), holder.Status(), holder.Reservation()
 	details := map[string]any{
 		"delivery_id": r.DeliveryID, "event": r.Event, "action": deref(r.Decision.Facts.Action),
-		"qualified_id": qid, "generation": gen, "entry_id": r.EntryID, "status": holder.Status,
+		"qualified_id": qid, "generation": gen, "entry_id": r.EntryID, "status": status,
 	}
-	if holder.Repository != nil {
-		details["repository"] = *holder.Repository
-		details["base_ref"] = deref(holder.BaseRef)
-		details["head_ref"] = deref(holder.HeadRef)
+	if res != nil {
+		details["repository"] = res.Repository
+		details["base_ref"] = res.BaseRef
+		details["head_ref"] = res.HeadRef
 	}
 	if url := pullRequestOf(hm, held); url != "" {
 		details["pull_request"] = url
 	}
 	raw, _ := json.Marshal(details)
 
+	var headRef string
+	if res != nil {
+		headRef = res.HeadRef
+	}
 	var ann Annotation
 	switch r.Outcome {
 	case webhook.OutcomeReplay:
@@ -76,13 +80,13 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 			Message: fmt.Sprintf("GitHub delivered %s again. It replayed generation %d of %s (entry %s): nothing new was queued.", r.DeliveryID, gen, qid, r.EntryID)}
 	case webhook.OutcomeSubjectCollision:
 		ann = Annotation{Level: "warning", Title: "Subject already has live work",
-			Message: fmt.Sprintf("Delivery %s (%s) was not queued: generation %d of %s is still %s (entry %s). It runs to the end first.", r.DeliveryID, eventAction(r), gen, qid, holder.Status, r.EntryID)}
+			Message: fmt.Sprintf("Delivery %s (%s) was not queued: generation %d of %s is still %s (entry %s). It runs to the end first.", r.DeliveryID, eventAction(r), gen, qid, status, r.EntryID)}
 	case webhook.OutcomeReservationCollision:
 		ann = Annotation{Level: "warning", Title: "Branch reserved by this work",
-			Message: fmt.Sprintf("Delivery %s (%s) for %s wanted %s, which generation %d of %s holds (entry %s).", r.DeliveryID, eventAction(r), r.Decision.QualifiedID, deref(holder.HeadRef), gen, qid, r.EntryID)}
+			Message: fmt.Sprintf("Delivery %s (%s) for %s wanted %s, which generation %d of %s holds (entry %s).", r.DeliveryID, eventAction(r), r.Decision.QualifiedID, headRef, gen, qid, r.EntryID)}
 	}
 	ann.RawDetails = raw
-	if err := o.checkRunByID(ctx, tx, holder.ID, checkRunUpdate{Annotations: []Annotation{ann}}); err != nil {
+	if err := o.checkRunByID(ctx, tx, holder.ID(), checkRunUpdate{Annotations: []Annotation{ann}}); err != nil {
 		return err
 	}
 
@@ -100,9 +104,9 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 		InstallationID: event.InstallationID, Repository: event.Repository, HeadSHA: event.HeadSHA,
 		ExternalID: "delivery:" + r.DeliveryID,
 	}
-	where := fmt.Sprintf("generation %d of %s (entry %s, %s)", gen, qid, r.EntryID, holder.Status)
-	if holder.Repository != nil {
-		where += fmt.Sprintf(", reserving %s %s → %s", *holder.Repository, deref(holder.BaseRef), deref(holder.HeadRef))
+	where := fmt.Sprintf("generation %d of %s (entry %s, %s)", gen, qid, r.EntryID, status)
+	if res != nil {
+		where += fmt.Sprintf(", reserving %s %s → %s", res.Repository, res.BaseRef, res.HeadRef)
 	}
 	if url := pullRequestOf(hm, held); url != "" {
 		where += ", pull request " + url

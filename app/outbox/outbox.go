@@ -295,14 +295,6 @@ func itemMeta(it queue.Item) (webhook.ItemMeta, bool) {
 	return webhook.ReadMeta(it.Dispatch())
 }
 
-// rowMeta is itemMeta for a work_items row read directly.
-func rowMeta(source string, dispatch json.RawMessage) (webhook.ItemMeta, bool) {
-	if source != queue.SourceGitHub {
-		return webhook.ItemMeta{}, false
-	}
-	return webhook.ReadMeta(dispatch)
-}
-
 // maxNoteBytes is the most of a worker's note a check run summary quotes:
 // with the summary's own sentences it stays under GitHub's 65,535 bytes,
 // which GitHub enforces by refusing the whole update.

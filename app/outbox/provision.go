@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/queue"
 	"net/http"
 	"strings"
 
@@ -302,12 +303,13 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, at *attempt) err
 		return err
 	}
 	w, m, c := t.w, t.m, t.c
-	if w.Status != "assigned" || w.LeaseGeneration != req.LeaseGeneration || t.g.Branch != nil {
+	if w.Status() != queue.StatusAssigned || int64(w.LeaseGeneration()) != req.LeaseGeneration || t.g.Branch != nil {
 		// Superseded or done: a newer lease asks again if it needs to.
 		at.answered(0, "nothing sent: the item is provisioned already or its lease moved on")
 		return nil
 	}
-	if w.BaseRef == nil || w.HeadRef == nil {
+	res := w.Reservation()
+	if res == nil {
 		return &github.PermanentError{Err: errors.New("issue item has no reservation")}
 	}
 	var d struct {
@@ -315,27 +317,27 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, at *attempt) err
 			Title string `json:"title"`
 		} `json:"subject"`
 	}
-	_ = json.Unmarshal(w.Dispatch, &d)
+	_ = json.Unmarshal(w.Dispatch(), &d)
 	owner, repo, _ := strings.Cut(m.Repository, "/")
 	spec := ProvisionSpec{
 		Owner: owner, Repo: repo,
-		BaseBranch: strings.TrimPrefix(*w.BaseRef, "refs/heads/"), HeadBranch: strings.TrimPrefix(*w.HeadRef, "refs/heads/"),
-		IssueNumber: m.Number, Title: d.Subject.Title, QualifiedID: deref(w.CanonicalID),
-		Generation: uint64(derefInt(w.SubjectGeneration)), EntryID: w.ID.String(),
+		BaseBranch: strings.TrimPrefix(res.BaseRef, "refs/heads/"), HeadBranch: strings.TrimPrefix(res.HeadRef, "refs/heads/"),
+		IssueNumber: m.Number, Title: d.Subject.Title, QualifiedID: w.QualifiedID(),
+		Generation: w.Generation(), EntryID: w.EntryID(),
 	}
-	prog := &itemProgress{s: s, entry: w.ID, at: at}
+	prog := &itemProgress{s: s, entry: w.ID(), at: at}
 	got, err := Provisioner{Retries: s.gh.Retries(), Progress: prog, att: at}.Provision(ctx, c, spec,
 		Resume{StartCommitSHA: deref(t.g.StartCommitSha), BranchSHA: deref(t.g.BranchSha)})
 	if err != nil {
 		return err
 	}
 	_, err = s.q.GitHubItemRecordProvisioning(ctx, s.pool, dbq.GitHubItemRecordProvisioningParams{
-		EntryID: w.ID, LeaseGeneration: req.LeaseGeneration, Branch: spec.HeadBranch, HeadSha: got.HeadSHA,
+		EntryID: w.ID(), LeaseGeneration: req.LeaseGeneration, Branch: spec.HeadBranch, HeadSha: got.HeadSHA,
 		PrNumber: int32(got.PullRequestNumber), PrUrl: got.PullRequestURL,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		at.answered(0, "result not recorded: the lease moved on")
-		s.logger.InfoContext(ctx, "provisioning result discarded: the lease moved on", "entry_id", w.ID.String())
+		s.logger.InfoContext(ctx, "provisioning result discarded: the lease moved on", "entry_id", w.EntryID())
 		return nil
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/queue"
 	"log/slog"
 	"sync"
 	"time"
@@ -247,7 +248,7 @@ func ptr[T any](v T) *T { return &v }
 // target is what a row's write is about: the work item, what GitHub holds
 // for it, where it lives on GitHub and the client to reach it.
 type target struct {
-	w dbq.WorkItem
+	w queue.Item
 	g dbq.GithubItem
 	m webhook.ItemMeta
 	c *gh.Client
@@ -260,14 +261,14 @@ func (s *Sender) targetOf(ctx context.Context, row dbq.Outbox) (target, error) {
 		return t, &github.PermanentError{Err: errors.New("outbox row has no entry")}
 	}
 	var err error
-	if t.w, err = s.q.WorkItemGet(ctx, s.pool, *row.EntryID); err != nil {
-		return t, fmt.Errorf("read work item: %w", err)
+	if t.w, err = queue.ReadItem(ctx, s.pool, *row.EntryID); err != nil {
+		return t, err
 	}
-	if t.g, err = itemState(ctx, s.q, s.pool, t.w.ID); err != nil {
+	if t.g, err = itemState(ctx, s.q, s.pool, t.w.ID()); err != nil {
 		return t, err
 	}
 	var ok bool
-	if t.m, ok = rowMeta(t.w.Source, t.w.Dispatch); !ok {
+	if t.m, ok = itemMeta(t.w); !ok {
 		return t, &github.PermanentError{Err: errors.New("work item has no GitHub metadata, or did not come from a verified delivery")}
 	}
 	if t.c, err = s.gh.Client(t.m.InstallationID); err != nil {

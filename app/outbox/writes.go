@@ -30,3 +30,15 @@ func (o *Outbox) RetryTx(ctx context.Context, tx pgx.Tx, id int64) (*uuid.UUID, 
 	}
 	return row.EntryID, nil
 }
+
+// Backlog counts the outbox rows still to send and those given up on.
+type Backlog struct{ Pending, Failed int64 }
+
+// ReadBacklog counts the outbox backlog through db, for the metrics scrape.
+func ReadBacklog(ctx context.Context, db dbq.DBTX) (Backlog, error) {
+	b, err := dbq.New().OutboxBacklog(ctx, db)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("count the outbox backlog: %w", err)
+	}
+	return Backlog{Pending: b.Pending, Failed: b.Failed}, nil
+}

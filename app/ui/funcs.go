@@ -5,8 +5,6 @@ import (
 	"html/template"
 	"net/url"
 	"time"
-
-	"github.com/gitlease/gitlease/db/dbq"
 )
 
 // funcs are the templates' helpers; now is the dashboard's clock.
@@ -68,7 +66,7 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return p
 		},
-		"writes": func(p page, rows []dbq.Outbox, back string) writesView {
+		"writes": func(p page, rows any, back string) writesView {
 			return writesView{Page: p, Rows: rows, Back: back}
 		},
 		"withParam": func(v url.Values, k, val string) string {
@@ -110,6 +108,6 @@ func round(d time.Duration) string {
 // a retry returns to ("item", or "" for the outbox page).
 type writesView struct {
 	Page page
-	Rows []dbq.Outbox
+	Rows any // a UIOutboxOpen or UIOutboxOfEntry page
 	Back string
 }

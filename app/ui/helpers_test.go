@@ -190,7 +190,7 @@ func (b *browser) csrf() string {
 }
 
 // audit returns the item's audit log.
-func (f *fixture) audit(entry string) []dbq.WorkItemAudit {
+func (f *fixture) audit(entry string) []dbq.UIWorkItemAuditRow {
 	f.t.Helper()
 	rows, err := f.q.UIWorkItemAudit(context.Background(), f.pool, uuid.MustParse(entry))
 	if err != nil {

@@ -117,7 +117,7 @@ type itemRow struct {
 }
 
 // rowOf builds a list row from an item and what GitHub holds for it.
-func rowOf(w dbq.WorkItem, prNumber *int32, prURL *string, checkRunID *int64, now time.Time) itemRow {
+func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, now time.Time) itemRow {
 	r := itemRow{EntryID: w.ID.String(), QualifiedID: deref(w.CanonicalID), Status: w.Status,
 		Generation: deref(w.SubjectGeneration), EnqueuedAt: w.EnqueuedAt, AssignedAt: w.AssignedAt,
 		HeldAt: w.HeldAt, FinishedAt: w.FinishedAt, LeaseOwner: deref(w.LeaseOwner)}
@@ -201,9 +201,9 @@ type itemData struct {
 	View        queue.View
 	ViewJSON    string
 	Dispatch    string
-	Deliveries  []dbq.Delivery
-	Audit       []dbq.WorkItemAudit
-	Writes      []dbq.Outbox
+	Deliveries  []dbq.UIDeliveriesOfEntryRow
+	Audit       []dbq.UIWorkItemAuditRow
+	Writes      []dbq.UIOutboxOfEntryRow
 	Generations []itemRow
 	Actions     []string
 }
@@ -258,7 +258,7 @@ func (u *UI) deliveries(c echo.Context) error {
 		return u.failErr(c, "listing deliveries", err)
 	}
 	rows, d.Next = trimPage(rows, u.cfg.PageSize, "/ui/deliveries", f.values(), "before",
-		func(r dbq.Delivery) string { return cursor(r.ReceivedAt, r.DeliveryID) })
+		func(r dbq.UIDeliveriesNewestRow) string { return cursor(r.ReceivedAt, r.DeliveryID) })
 	d.Rows, d.Paged = rows, f.Paged
 	return u.render(c, http.StatusOK, "deliveries", page{Title: "Deliveries", Nav: "deliveries", Refresh: u.refresh(), Data: d})
 }
@@ -279,7 +279,7 @@ func (u *UI) outboxPage(c echo.Context) error {
 		return u.failErr(c, "listing GitHub writes", err)
 	}
 	rows, d.Next = trimPage(rows, u.cfg.PageSize, "/ui/outbox", d.Filter, "after",
-		func(r dbq.Outbox) string { return itoa64(r.ID) })
+		func(r dbq.UIOutboxOpenRow) string { return itoa64(r.ID) })
 	d.Rows, d.Paged = rows, f.Paged
 	return u.render(c, http.StatusOK, "outbox", page{Title: "GitHub writes", Nav: "outbox", Refresh: u.refresh(), Data: d})
 }

@@ -126,14 +126,28 @@ func (u *UI) readItems(ctx context.Context, f itemFilter) ([]itemRow, error) {
 	return rowsOf(rows, now), nil
 }
 
-// listedItem is the shape of every items query's row: the item and what
-// GitHub holds for it.
+// listedItem is the shape of every items query's row (db/queries/ui.sql
+// names the same columns in each): the item and what GitHub holds for it.
 type listedItem = struct {
-	WorkItem   dbq.WorkItem
-	PrNumber   *int32
-	PrUrl      *string
-	CheckRunID *int64
-	Branch     *string
+	ID                uuid.UUID
+	SubjectID         string
+	CanonicalID       *string
+	SubjectGeneration *int64
+	Status            string
+	Dispatch          []byte
+	Repository        *string
+	BaseRef           *string
+	HeadRef           *string
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	EnqueuedAt        time.Time
+	AssignedAt        *time.Time
+	HeldAt            *time.Time
+	FinishedAt        *time.Time
+	PrNumber          *int32
+	PrUrl             *string
+	CheckRunID        *int64
+	Branch            *string
 }
 
 // rowsOf turns any items query's rows into list rows.
@@ -141,7 +155,7 @@ func rowsOf[R ~listedItem](rows []R, now time.Time) []itemRow {
 	out := make([]itemRow, 0, len(rows))
 	for _, r := range rows {
 		l := listedItem(r)
-		out = append(out, rowOf(l.WorkItem, l.PrNumber, l.PrUrl, l.CheckRunID, now))
+		out = append(out, rowOf(l, l.PrNumber, l.PrUrl, l.CheckRunID, now))
 	}
 	return out
 }
@@ -158,7 +172,7 @@ func (u *UI) readItem(ctx context.Context, id uuid.UUID) (itemData, error) {
 		return d, fmt.Errorf("encode the item's view: %w", err)
 	}
 	d.ViewJSON = prettyJSON(viewJSON)
-	w, err := u.q.WorkItemGet(ctx, u.pool, id)
+	w, err := u.q.UIWorkItem(ctx, u.pool, id)
 	if err != nil {
 		return d, fmt.Errorf("read work item: %w", err)
 	}
@@ -169,7 +183,7 @@ func (u *UI) readItem(ctx context.Context, id uuid.UUID) (itemData, error) {
 		n := int32(p.PullRequestNumber)
 		prNumber, prURL = &n, &p.PullRequestURL
 	}
-	d.Row = rowOf(w, prNumber, prURL, &d.View.CheckRunID, u.cfg.Now())
+	d.Row = rowOf(listedItem(w), prNumber, prURL, &d.View.CheckRunID, u.cfg.Now())
 	d.Actions = actionsFor(d.Row)
 	if d.Deliveries, err = u.q.UIDeliveriesOfEntry(ctx, u.pool, &id); err != nil {
 		return d, fmt.Errorf("read the item's deliveries: %w", err)

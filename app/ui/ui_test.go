@@ -463,7 +463,7 @@ func TestGitHubWritesShowGitHubsAnswers(t *testing.T) {
 	f := newFixture(t, adminConfig())
 	ctx := context.Background()
 	sent, refused := f.enqueue("github_pull_request", "acme/widgets", 5), f.enqueue("github_pull_request", "acme/widgets", 6)
-	row := func(id string) dbq.Outbox {
+	row := func(id string) dbq.UIOutboxOfEntryRow {
 		t.Helper()
 		writes, err := f.q.UIOutboxOfEntry(ctx, f.pool, ptr(uuid.MustParse(id)))
 		if err != nil || len(writes) != 1 {

@@ -13,7 +13,9 @@ import (
 )
 
 const uIDeliveriesNewest = `-- name: UIDeliveriesNewest :many
-SELECT delivery_id, event, action, installation_id, repository_id, repository, sender, secret_index, body_sha256, received_at, last_received_at, attempts, outcome, reason, entry_id, qualified_id, generation FROM deliveries
+SELECT delivery_id, event, action, repository, sender, secret_index, received_at,
+       attempts, outcome, reason, entry_id, qualified_id, generation
+FROM deliveries
 WHERE received_at <= $1::timestamptz
   AND (received_at, delivery_id) < ($1::timestamptz, $2::text)
   AND ($3::text = '' OR outcome = $3::text)
@@ -30,9 +32,25 @@ type UIDeliveriesNewestParams struct {
 	Lim      int32
 }
 
+type UIDeliveriesNewestRow struct {
+	DeliveryID  string
+	Event       string
+	Action      *string
+	Repository  *string
+	Sender      *string
+	SecretIndex int32
+	ReceivedAt  time.Time
+	Attempts    int32
+	Outcome     string
+	Reason      *string
+	EntryID     *uuid.UUID
+	QualifiedID *string
+	Generation  *int64
+}
+
 // A newest-first keyset page of deliveries, optionally of one outcome and
 // one event.
-func (q *Queries) UIDeliveriesNewest(ctx context.Context, db DBTX, arg UIDeliveriesNewestParams) ([]Delivery, error) {
+func (q *Queries) UIDeliveriesNewest(ctx context.Context, db DBTX, arg UIDeliveriesNewestParams) ([]UIDeliveriesNewestRow, error) {
 	rows, err := db.Query(ctx, uIDeliveriesNewest,
 		arg.BeforeAt,
 		arg.BeforeID,
@@ -44,21 +62,17 @@ func (q *Queries) UIDeliveriesNewest(ctx context.Context, db DBTX, arg UIDeliver
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Delivery
+	var items []UIDeliveriesNewestRow
 	for rows.Next() {
-		var i Delivery
+		var i UIDeliveriesNewestRow
 		if err := rows.Scan(
 			&i.DeliveryID,
 			&i.Event,
 			&i.Action,
-			&i.InstallationID,
-			&i.RepositoryID,
 			&i.Repository,
 			&i.Sender,
 			&i.SecretIndex,
-			&i.BodySha256,
 			&i.ReceivedAt,
-			&i.LastReceivedAt,
 			&i.Attempts,
 			&i.Outcome,
 			&i.Reason,
@@ -77,32 +91,46 @@ func (q *Queries) UIDeliveriesNewest(ctx context.Context, db DBTX, arg UIDeliver
 }
 
 const uIDeliveriesOfEntry = `-- name: UIDeliveriesOfEntry :many
-SELECT delivery_id, event, action, installation_id, repository_id, repository, sender, secret_index, body_sha256, received_at, last_received_at, attempts, outcome, reason, entry_id, qualified_id, generation FROM deliveries WHERE entry_id = $1 ORDER BY received_at, delivery_id LIMIT 200
+SELECT delivery_id, event, action, repository, sender, secret_index, received_at,
+       attempts, outcome, reason, entry_id, qualified_id, generation
+FROM deliveries WHERE entry_id = $1 ORDER BY received_at, delivery_id LIMIT 200
 `
+
+type UIDeliveriesOfEntryRow struct {
+	DeliveryID  string
+	Event       string
+	Action      *string
+	Repository  *string
+	Sender      *string
+	SecretIndex int32
+	ReceivedAt  time.Time
+	Attempts    int32
+	Outcome     string
+	Reason      *string
+	EntryID     *uuid.UUID
+	QualifiedID *string
+	Generation  *int64
+}
 
 // The deliveries that named an item: the one that enqueued it, and
 // replays and collisions answered with it.
-func (q *Queries) UIDeliveriesOfEntry(ctx context.Context, db DBTX, entryID *uuid.UUID) ([]Delivery, error) {
+func (q *Queries) UIDeliveriesOfEntry(ctx context.Context, db DBTX, entryID *uuid.UUID) ([]UIDeliveriesOfEntryRow, error) {
 	rows, err := db.Query(ctx, uIDeliveriesOfEntry, entryID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Delivery
+	var items []UIDeliveriesOfEntryRow
 	for rows.Next() {
-		var i Delivery
+		var i UIDeliveriesOfEntryRow
 		if err := rows.Scan(
 			&i.DeliveryID,
 			&i.Event,
 			&i.Action,
-			&i.InstallationID,
-			&i.RepositoryID,
 			&i.Repository,
 			&i.Sender,
 			&i.SecretIndex,
-			&i.BodySha256,
 			&i.ReceivedAt,
-			&i.LastReceivedAt,
 			&i.Attempts,
 			&i.Outcome,
 			&i.Reason,
@@ -181,32 +209,45 @@ func (q *Queries) UIOutboxCountsOpen(ctx context.Context, db DBTX) ([]UIOutboxCo
 }
 
 const uIOutboxOfEntry = `-- name: UIOutboxOfEntry :many
-SELECT id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer FROM outbox WHERE entry_id = $1 ORDER BY id LIMIT 200
+SELECT id, lane, kind, entry_id, created_at, available_at, attempts, status,
+       finished_at, last_error, last_answer
+FROM outbox WHERE entry_id = $1 ORDER BY id LIMIT 200
 `
 
-func (q *Queries) UIOutboxOfEntry(ctx context.Context, db DBTX, entryID *uuid.UUID) ([]Outbox, error) {
+type UIOutboxOfEntryRow struct {
+	ID          int64
+	Lane        string
+	Kind        string
+	EntryID     *uuid.UUID
+	CreatedAt   time.Time
+	AvailableAt time.Time
+	Attempts    int32
+	Status      string
+	FinishedAt  *time.Time
+	LastError   *string
+	LastAnswer  *string
+}
+
+func (q *Queries) UIOutboxOfEntry(ctx context.Context, db DBTX, entryID *uuid.UUID) ([]UIOutboxOfEntryRow, error) {
 	rows, err := db.Query(ctx, uIOutboxOfEntry, entryID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Outbox
+	var items []UIOutboxOfEntryRow
 	for rows.Next() {
-		var i Outbox
+		var i UIOutboxOfEntryRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Lane,
 			&i.Kind,
 			&i.EntryID,
-			&i.Payload,
 			&i.CreatedAt,
 			&i.AvailableAt,
-			&i.LockedUntil,
 			&i.Attempts,
-			&i.LastError,
 			&i.Status,
 			&i.FinishedAt,
-			&i.ProgressAttempts,
+			&i.LastError,
 			&i.LastAnswer,
 		); err != nil {
 			return nil, err
@@ -220,7 +261,9 @@ func (q *Queries) UIOutboxOfEntry(ctx context.Context, db DBTX, entryID *uuid.UU
 }
 
 const uIOutboxOpen = `-- name: UIOutboxOpen :many
-SELECT id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer FROM outbox
+SELECT id, lane, kind, entry_id, created_at, available_at, attempts, status,
+       finished_at, last_error, last_answer
+FROM outbox
 WHERE status <> 'done' AND id > $1
   AND ($2::text = '' OR status = $2::text)
 ORDER BY id
@@ -233,30 +276,41 @@ type UIOutboxOpenParams struct {
 	Lim     int32
 }
 
+type UIOutboxOpenRow struct {
+	ID          int64
+	Lane        string
+	Kind        string
+	EntryID     *uuid.UUID
+	CreatedAt   time.Time
+	AvailableAt time.Time
+	Attempts    int32
+	Status      string
+	FinishedAt  *time.Time
+	LastError   *string
+	LastAnswer  *string
+}
+
 // Pending and failed GitHub writes, oldest first, a keyset page.
-func (q *Queries) UIOutboxOpen(ctx context.Context, db DBTX, arg UIOutboxOpenParams) ([]Outbox, error) {
+func (q *Queries) UIOutboxOpen(ctx context.Context, db DBTX, arg UIOutboxOpenParams) ([]UIOutboxOpenRow, error) {
 	rows, err := db.Query(ctx, uIOutboxOpen, arg.AfterID, arg.Status, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Outbox
+	var items []UIOutboxOpenRow
 	for rows.Next() {
-		var i Outbox
+		var i UIOutboxOpenRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Lane,
 			&i.Kind,
 			&i.EntryID,
-			&i.Payload,
 			&i.CreatedAt,
 			&i.AvailableAt,
-			&i.LockedUntil,
 			&i.Attempts,
-			&i.LastError,
 			&i.Status,
 			&i.FinishedAt,
-			&i.ProgressAttempts,
+			&i.LastError,
 			&i.LastAnswer,
 		); err != nil {
 			return nil, err
@@ -269,22 +323,87 @@ func (q *Queries) UIOutboxOpen(ctx context.Context, db DBTX, arg UIOutboxOpenPar
 	return items, nil
 }
 
-const uIWorkItemAudit = `-- name: UIWorkItemAudit :many
-SELECT id, entry_id, at, method, from_status, to_status, reason FROM work_item_audit WHERE entry_id = $1 ORDER BY id
+const uIWorkItem = `-- name: UIWorkItem :one
+SELECT w.id, w.subject_id, w.canonical_id, w.subject_generation, w.status, w.dispatch,
+       w.repository, w.base_ref, w.head_ref, w.lease_owner, w.lease_expires_at,
+       w.enqueued_at, w.assigned_at, w.held_at, w.finished_at,
+       g.pr_number, g.pr_url, g.check_run_id, g.branch
+FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
+WHERE w.id = $1
 `
 
-func (q *Queries) UIWorkItemAudit(ctx context.Context, db DBTX, entryID uuid.UUID) ([]WorkItemAudit, error) {
+type UIWorkItemRow struct {
+	ID                uuid.UUID
+	SubjectID         string
+	CanonicalID       *string
+	SubjectGeneration *int64
+	Status            string
+	Dispatch          []byte
+	Repository        *string
+	BaseRef           *string
+	HeadRef           *string
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	EnqueuedAt        time.Time
+	AssignedAt        *time.Time
+	HeldAt            *time.Time
+	FinishedAt        *time.Time
+	PrNumber          *int32
+	PrUrl             *string
+	CheckRunID        *int64
+	Branch            *string
+}
+
+// One item for its page, in the list rows' shape.
+func (q *Queries) UIWorkItem(ctx context.Context, db DBTX, id uuid.UUID) (UIWorkItemRow, error) {
+	row := db.QueryRow(ctx, uIWorkItem, id)
+	var i UIWorkItemRow
+	err := row.Scan(
+		&i.ID,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.Status,
+		&i.Dispatch,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.LeaseOwner,
+		&i.LeaseExpiresAt,
+		&i.EnqueuedAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.PrNumber,
+		&i.PrUrl,
+		&i.CheckRunID,
+		&i.Branch,
+	)
+	return i, err
+}
+
+const uIWorkItemAudit = `-- name: UIWorkItemAudit :many
+SELECT at, method, from_status, to_status, reason FROM work_item_audit WHERE entry_id = $1 ORDER BY id
+`
+
+type UIWorkItemAuditRow struct {
+	At         time.Time
+	Method     string
+	FromStatus string
+	ToStatus   string
+	Reason     *string
+}
+
+func (q *Queries) UIWorkItemAudit(ctx context.Context, db DBTX, entryID uuid.UUID) ([]UIWorkItemAuditRow, error) {
 	rows, err := db.Query(ctx, uIWorkItemAudit, entryID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []WorkItemAudit
+	var items []UIWorkItemAuditRow
 	for rows.Next() {
-		var i WorkItemAudit
+		var i UIWorkItemAuditRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.EntryID,
 			&i.At,
 			&i.Method,
 			&i.FromStatus,
@@ -345,7 +464,9 @@ type UIWorkItemCountsLiveRow struct {
 }
 
 // Reads of the operator dashboard (app/ui). Each is bounded (LIMIT) or
-// served by an index; none scans a whole table per page view.
+// served by an index; none scans a whole table per page view. They only
+// read, and name the columns they show: the tables belong to queue,
+// webhook and app/outbox, which alone write them.
 // Live items by status, from the live partial indexes.
 func (q *Queries) UIWorkItemCountsLive(ctx context.Context, db DBTX) ([]UIWorkItemCountsLiveRow, error) {
 	rows, err := db.Query(ctx, uIWorkItemCountsLive)
@@ -418,7 +539,10 @@ func (q *Queries) UIWorkItemOldestPending(ctx context.Context, db DBTX) (time.Ti
 }
 
 const uIWorkItemsNewest = `-- name: UIWorkItemsNewest :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.subject_id, w.canonical_id, w.subject_generation, w.status, w.dispatch,
+       w.repository, w.base_ref, w.head_ref, w.lease_owner, w.lease_expires_at,
+       w.enqueued_at, w.assigned_at, w.held_at, w.finished_at,
+       g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE (w.enqueued_at, w.id) < ($1::timestamptz, $2::uuid)
   AND ($3::text = '' OR starts_with(w.canonical_id, $3::text || ':'))
@@ -434,11 +558,25 @@ type UIWorkItemsNewestParams struct {
 }
 
 type UIWorkItemsNewestRow struct {
-	WorkItem   WorkItem
-	PrNumber   *int32
-	PrUrl      *string
-	CheckRunID *int64
-	Branch     *string
+	ID                uuid.UUID
+	SubjectID         string
+	CanonicalID       *string
+	SubjectGeneration *int64
+	Status            string
+	Dispatch          []byte
+	Repository        *string
+	BaseRef           *string
+	HeadRef           *string
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	EnqueuedAt        time.Time
+	AssignedAt        *time.Time
+	HeldAt            *time.Time
+	FinishedAt        *time.Time
+	PrNumber          *int32
+	PrUrl             *string
+	CheckRunID        *int64
+	Branch            *string
 }
 
 // A newest-first keyset page of items, optionally of one kind; the first
@@ -458,43 +596,21 @@ func (q *Queries) UIWorkItemsNewest(ctx context.Context, db DBTX, arg UIWorkItem
 	for rows.Next() {
 		var i UIWorkItemsNewestRow
 		if err := rows.Scan(
-			&i.WorkItem.ID,
-			&i.WorkItem.Position,
-			&i.WorkItem.Status,
-			&i.WorkItem.IsV2,
-			&i.WorkItem.SubjectID,
-			&i.WorkItem.CanonicalID,
-			&i.WorkItem.SubjectGeneration,
-			&i.WorkItem.TaskID,
-			&i.WorkItem.Dispatch,
-			&i.WorkItem.EnqueuedAt,
-			&i.WorkItem.RunAt,
-			&i.WorkItem.RunAtTime,
-			&i.WorkItem.ExpireAfterSecs,
-			&i.WorkItem.ExpiresAfter,
-			&i.WorkItem.IdempotencyKey,
-			&i.WorkItem.RequestHash,
-			&i.WorkItem.Repository,
-			&i.WorkItem.BaseRef,
-			&i.WorkItem.HeadRef,
-			&i.WorkItem.CollisionKey,
-			&i.WorkItem.WorkflowID,
-			&i.WorkItem.WorkflowGeneration,
-			&i.WorkItem.LeaseOwner,
-			&i.WorkItem.LeaseGeneration,
-			&i.WorkItem.LeaseExpiresAt,
-			&i.WorkItem.AssignedAt,
-			&i.WorkItem.HeldAt,
-			&i.WorkItem.FinishedAt,
-			&i.WorkItem.CancelRequestedAt,
-			&i.WorkItem.HeadSha,
-			&i.WorkItem.CheckRunID,
-			&i.WorkItem.Branch,
-			&i.WorkItem.PrNumber,
-			&i.WorkItem.PrUrl,
-			&i.WorkItem.ProvisionedGeneration,
-			&i.WorkItem.ResultNote,
-			&i.WorkItem.Source,
+			&i.ID,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.Status,
+			&i.Dispatch,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.EnqueuedAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,
@@ -511,7 +627,10 @@ func (q *Queries) UIWorkItemsNewest(ctx context.Context, db DBTX, arg UIWorkItem
 }
 
 const uIWorkItemsNewestByStatus = `-- name: UIWorkItemsNewestByStatus :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.subject_id, w.canonical_id, w.subject_generation, w.status, w.dispatch,
+       w.repository, w.base_ref, w.head_ref, w.lease_owner, w.lease_expires_at,
+       w.enqueued_at, w.assigned_at, w.held_at, w.finished_at,
+       g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE w.status = $1::text
   AND (w.enqueued_at, w.id) < ($2::timestamptz, $3::uuid)
@@ -529,11 +648,25 @@ type UIWorkItemsNewestByStatusParams struct {
 }
 
 type UIWorkItemsNewestByStatusRow struct {
-	WorkItem   WorkItem
-	PrNumber   *int32
-	PrUrl      *string
-	CheckRunID *int64
-	Branch     *string
+	ID                uuid.UUID
+	SubjectID         string
+	CanonicalID       *string
+	SubjectGeneration *int64
+	Status            string
+	Dispatch          []byte
+	Repository        *string
+	BaseRef           *string
+	HeadRef           *string
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	EnqueuedAt        time.Time
+	AssignedAt        *time.Time
+	HeldAt            *time.Time
+	FinishedAt        *time.Time
+	PrNumber          *int32
+	PrUrl             *string
+	CheckRunID        *int64
+	Branch            *string
 }
 
 // UIWorkItemsNewest for one status, through work_items_status_newest.
@@ -553,43 +686,21 @@ func (q *Queries) UIWorkItemsNewestByStatus(ctx context.Context, db DBTX, arg UI
 	for rows.Next() {
 		var i UIWorkItemsNewestByStatusRow
 		if err := rows.Scan(
-			&i.WorkItem.ID,
-			&i.WorkItem.Position,
-			&i.WorkItem.Status,
-			&i.WorkItem.IsV2,
-			&i.WorkItem.SubjectID,
-			&i.WorkItem.CanonicalID,
-			&i.WorkItem.SubjectGeneration,
-			&i.WorkItem.TaskID,
-			&i.WorkItem.Dispatch,
-			&i.WorkItem.EnqueuedAt,
-			&i.WorkItem.RunAt,
-			&i.WorkItem.RunAtTime,
-			&i.WorkItem.ExpireAfterSecs,
-			&i.WorkItem.ExpiresAfter,
-			&i.WorkItem.IdempotencyKey,
-			&i.WorkItem.RequestHash,
-			&i.WorkItem.Repository,
-			&i.WorkItem.BaseRef,
-			&i.WorkItem.HeadRef,
-			&i.WorkItem.CollisionKey,
-			&i.WorkItem.WorkflowID,
-			&i.WorkItem.WorkflowGeneration,
-			&i.WorkItem.LeaseOwner,
-			&i.WorkItem.LeaseGeneration,
-			&i.WorkItem.LeaseExpiresAt,
-			&i.WorkItem.AssignedAt,
-			&i.WorkItem.HeldAt,
-			&i.WorkItem.FinishedAt,
-			&i.WorkItem.CancelRequestedAt,
-			&i.WorkItem.HeadSha,
-			&i.WorkItem.CheckRunID,
-			&i.WorkItem.Branch,
-			&i.WorkItem.PrNumber,
-			&i.WorkItem.PrUrl,
-			&i.WorkItem.ProvisionedGeneration,
-			&i.WorkItem.ResultNote,
-			&i.WorkItem.Source,
+			&i.ID,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.Status,
+			&i.Dispatch,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.EnqueuedAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,
@@ -606,7 +717,10 @@ func (q *Queries) UIWorkItemsNewestByStatus(ctx context.Context, db DBTX, arg UI
 }
 
 const uIWorkItemsOfRepository = `-- name: UIWorkItemsOfRepository :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.subject_id, w.canonical_id, w.subject_generation, w.status, w.dispatch,
+       w.repository, w.base_ref, w.head_ref, w.lease_owner, w.lease_expires_at,
+       w.enqueued_at, w.assigned_at, w.held_at, w.finished_at,
+       g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE lower(w.dispatch #>> '{subject,metadata,repository}') = lower($1::text)
   AND (w.enqueued_at, w.id) < ($2::timestamptz, $3::uuid)
@@ -626,11 +740,25 @@ type UIWorkItemsOfRepositoryParams struct {
 }
 
 type UIWorkItemsOfRepositoryRow struct {
-	WorkItem   WorkItem
-	PrNumber   *int32
-	PrUrl      *string
-	CheckRunID *int64
-	Branch     *string
+	ID                uuid.UUID
+	SubjectID         string
+	CanonicalID       *string
+	SubjectGeneration *int64
+	Status            string
+	Dispatch          []byte
+	Repository        *string
+	BaseRef           *string
+	HeadRef           *string
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	EnqueuedAt        time.Time
+	AssignedAt        *time.Time
+	HeldAt            *time.Time
+	FinishedAt        *time.Time
+	PrNumber          *int32
+	PrUrl             *string
+	CheckRunID        *int64
+	Branch            *string
 }
 
 // UIWorkItemsNewest for one repository (owner/name, any case), through
@@ -652,43 +780,21 @@ func (q *Queries) UIWorkItemsOfRepository(ctx context.Context, db DBTX, arg UIWo
 	for rows.Next() {
 		var i UIWorkItemsOfRepositoryRow
 		if err := rows.Scan(
-			&i.WorkItem.ID,
-			&i.WorkItem.Position,
-			&i.WorkItem.Status,
-			&i.WorkItem.IsV2,
-			&i.WorkItem.SubjectID,
-			&i.WorkItem.CanonicalID,
-			&i.WorkItem.SubjectGeneration,
-			&i.WorkItem.TaskID,
-			&i.WorkItem.Dispatch,
-			&i.WorkItem.EnqueuedAt,
-			&i.WorkItem.RunAt,
-			&i.WorkItem.RunAtTime,
-			&i.WorkItem.ExpireAfterSecs,
-			&i.WorkItem.ExpiresAfter,
-			&i.WorkItem.IdempotencyKey,
-			&i.WorkItem.RequestHash,
-			&i.WorkItem.Repository,
-			&i.WorkItem.BaseRef,
-			&i.WorkItem.HeadRef,
-			&i.WorkItem.CollisionKey,
-			&i.WorkItem.WorkflowID,
-			&i.WorkItem.WorkflowGeneration,
-			&i.WorkItem.LeaseOwner,
-			&i.WorkItem.LeaseGeneration,
-			&i.WorkItem.LeaseExpiresAt,
-			&i.WorkItem.AssignedAt,
-			&i.WorkItem.HeldAt,
-			&i.WorkItem.FinishedAt,
-			&i.WorkItem.CancelRequestedAt,
-			&i.WorkItem.HeadSha,
-			&i.WorkItem.CheckRunID,
-			&i.WorkItem.Branch,
-			&i.WorkItem.PrNumber,
-			&i.WorkItem.PrUrl,
-			&i.WorkItem.ProvisionedGeneration,
-			&i.WorkItem.ResultNote,
-			&i.WorkItem.Source,
+			&i.ID,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.Status,
+			&i.Dispatch,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.EnqueuedAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,
@@ -705,7 +811,10 @@ func (q *Queries) UIWorkItemsOfRepository(ctx context.Context, db DBTX, arg UIWo
 }
 
 const uIWorkItemsOfSubject = `-- name: UIWorkItemsOfSubject :many
-SELECT w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.head_sha, w.check_run_id, w.branch, w.pr_number, w.pr_url, w.provisioned_generation, w.result_note, w.source, g.pr_number, g.pr_url, g.check_run_id, g.branch
+SELECT w.id, w.subject_id, w.canonical_id, w.subject_generation, w.status, w.dispatch,
+       w.repository, w.base_ref, w.head_ref, w.lease_owner, w.lease_expires_at,
+       w.enqueued_at, w.assigned_at, w.held_at, w.finished_at,
+       g.pr_number, g.pr_url, g.check_run_id, g.branch
 FROM work_items w LEFT JOIN github_items g ON g.entry_id = w.id
 WHERE w.canonical_id = $1::text AND w.subject_generation IS NOT NULL
   AND ($2::text = '' OR w.status = $2::text)
@@ -723,11 +832,25 @@ type UIWorkItemsOfSubjectParams struct {
 }
 
 type UIWorkItemsOfSubjectRow struct {
-	WorkItem   WorkItem
-	PrNumber   *int32
-	PrUrl      *string
-	CheckRunID *int64
-	Branch     *string
+	ID                uuid.UUID
+	SubjectID         string
+	CanonicalID       *string
+	SubjectGeneration *int64
+	Status            string
+	Dispatch          []byte
+	Repository        *string
+	BaseRef           *string
+	HeadRef           *string
+	LeaseOwner        *string
+	LeaseExpiresAt    *time.Time
+	EnqueuedAt        time.Time
+	AssignedAt        *time.Time
+	HeldAt            *time.Time
+	FinishedAt        *time.Time
+	PrNumber          *int32
+	PrUrl             *string
+	CheckRunID        *int64
+	Branch            *string
 }
 
 // The generations of one subject, newest first, through
@@ -748,43 +871,21 @@ func (q *Queries) UIWorkItemsOfSubject(ctx context.Context, db DBTX, arg UIWorkI
 	for rows.Next() {
 		var i UIWorkItemsOfSubjectRow
 		if err := rows.Scan(
-			&i.WorkItem.ID,
-			&i.WorkItem.Position,
-			&i.WorkItem.Status,
-			&i.WorkItem.IsV2,
-			&i.WorkItem.SubjectID,
-			&i.WorkItem.CanonicalID,
-			&i.WorkItem.SubjectGeneration,
-			&i.WorkItem.TaskID,
-			&i.WorkItem.Dispatch,
-			&i.WorkItem.EnqueuedAt,
-			&i.WorkItem.RunAt,
-			&i.WorkItem.RunAtTime,
-			&i.WorkItem.ExpireAfterSecs,
-			&i.WorkItem.ExpiresAfter,
-			&i.WorkItem.IdempotencyKey,
-			&i.WorkItem.RequestHash,
-			&i.WorkItem.Repository,
-			&i.WorkItem.BaseRef,
-			&i.WorkItem.HeadRef,
-			&i.WorkItem.CollisionKey,
-			&i.WorkItem.WorkflowID,
-			&i.WorkItem.WorkflowGeneration,
-			&i.WorkItem.LeaseOwner,
-			&i.WorkItem.LeaseGeneration,
-			&i.WorkItem.LeaseExpiresAt,
-			&i.WorkItem.AssignedAt,
-			&i.WorkItem.HeldAt,
-			&i.WorkItem.FinishedAt,
-			&i.WorkItem.CancelRequestedAt,
-			&i.WorkItem.HeadSha,
-			&i.WorkItem.CheckRunID,
-			&i.WorkItem.Branch,
-			&i.WorkItem.PrNumber,
-			&i.WorkItem.PrUrl,
-			&i.WorkItem.ProvisionedGeneration,
-			&i.WorkItem.ResultNote,
-			&i.WorkItem.Source,
+			&i.ID,
+			&i.SubjectID,
+			&i.CanonicalID,
+			&i.SubjectGeneration,
+			&i.Status,
+			&i.Dispatch,
+			&i.Repository,
+			&i.BaseRef,
+			&i.HeadRef,
+			&i.LeaseOwner,
+			&i.LeaseExpiresAt,
+			&i.EnqueuedAt,
+			&i.AssignedAt,
+			&i.HeldAt,
+			&i.FinishedAt,
 			&i.PrNumber,
 			&i.PrUrl,
 			&i.CheckRunID,
