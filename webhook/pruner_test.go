@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/db/dbtest"
+	"github.com/gitlease/gitlease/db/prune"
 	"github.com/gitlease/gitlease/webhook"
 )
 
@@ -38,7 +39,7 @@ func TestPruner(t *testing.T) {
 	}
 	e := &testEnv{pool: pool}
 
-	p := webhook.NewPruner(pool, discardLogger(), webhook.PrunerConfig{BatchSize: 2, Now: func() time.Time { return now }})
+	p := webhook.NewPruner(pool, prune.Config{Batch: 2, Now: func() time.Time { return now }}, discardLogger())
 	n, err := p.RunOnce(context.Background())
 	if err != nil || n != 6 {
 		t.Fatalf("RunOnce = %d, %v; want 6", n, err)

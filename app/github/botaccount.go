@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// DefaultBotRetryAfter is how long BotAccount answers the last failure
+// defaultBotRetryAfter is how long BotAccount answers the last failure
 // without asking GitHub again: a burst of bot events during an outage
 // costs one GET /app per interval, not one each.
-const DefaultBotRetryAfter = 5 * time.Second
+const defaultBotRetryAfter = 5 * time.Second
 
 // BotAccount learns the App's bot login ("<slug>[bot]") lazily: it asks GET
 // /app the first time it is needed and again after a failure, so a GitHub
@@ -28,10 +28,10 @@ type BotAccount struct {
 
 // NewBotAccount returns the lazy bot login of the App behind in, asking
 // GitHub again at most every retryAfter after a failure
-// (DefaultBotRetryAfter when not positive).
+// (defaultBotRetryAfter when not positive).
 func NewBotAccount(in *Installations, retryAfter time.Duration) *BotAccount {
 	if retryAfter <= 0 {
-		retryAfter = DefaultBotRetryAfter
+		retryAfter = defaultBotRetryAfter
 	}
 	return &BotAccount{in: in, retryAfter: retryAfter}
 }

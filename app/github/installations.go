@@ -1,6 +1,6 @@
 // Package github talks to GitHub as the App: it owns the installation
 // clients (Installations), the per-credential call limiter every call of
-// the process passes (Limits, item tokens included), item tokens scoped to
+// the process passes (item tokens included), item tokens scoped to
 // one repository, and the App's bot identity. It promises one reading of a
 // failed call (Classify) and one backoff (BackOff, Retry) for every caller,
 // and it owns no table.
@@ -42,7 +42,7 @@ type Config struct {
 // Installations creates GitHub clients for the App and its installations:
 // one App JWT transport, and one cached token transport per installation
 // (ghinstallation refreshes each token before it expires), all over one
-// Limits, so every call of the process (token refreshes included) keeps
+// limiter, so every call of the process (token refreshes included) keeps
 // its credential's limits. It is safe for concurrent use.
 type Installations struct {
 	apiURL  *url.URL
@@ -65,7 +65,7 @@ func NewInstallations(cfg Config) (*Installations, error) {
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
-	limits, err := NewLimits(cfg.Transport, cfg.WritesPerSec)
+	limits, err := newLimiter(cfg.Transport, cfg.WritesPerSec)
 	if err != nil {
 		return nil, err
 	}

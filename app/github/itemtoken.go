@@ -9,10 +9,10 @@ import (
 	gh "github.com/google/go-github/v66/github"
 )
 
-// ItemPermissions are the permissions of the token a worker command gets
+// itemPermissions are the permissions of the token a worker command gets
 // for its item (docs/github.md): enough to push its branch, update its pull
 // request and report a check, nothing else of the installation.
-func ItemPermissions() *gh.InstallationPermissions {
+func itemPermissions() *gh.InstallationPermissions {
 	return &gh.InstallationPermissions{
 		Contents:     gh.String("write"),
 		PullRequests: gh.String("write"),
@@ -23,7 +23,7 @@ func ItemPermissions() *gh.InstallationPermissions {
 
 // ItemToken mints an installation access token for one item's command:
 // scoped to repository repoID alone (repository_ids) and to
-// ItemPermissions, with the App's JWT (POST
+// itemPermissions, with the App's JWT (POST
 // /app/installations/{id}/access_tokens). revoke revokes it (DELETE
 // /installation/token, authenticated by the token itself); the caller
 // calls it when the command ends, so the token dies with the command rather
@@ -39,7 +39,7 @@ func (in *Installations) ItemToken(ctx context.Context, installationID, repoID i
 	}
 	tok, _, err := in.AppClient().Apps.CreateInstallationToken(ctx, installationID, &gh.InstallationTokenOptions{
 		RepositoryIDs: []int64{repoID},
-		Permissions:   ItemPermissions(),
+		Permissions:   itemPermissions(),
 	})
 	if err != nil {
 		return "", nil, fmt.Errorf("mint installation %d token for repository %d: %w", installationID, repoID, err)

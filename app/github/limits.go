@@ -46,7 +46,7 @@ func (e *LimitedError) Error() string {
 	return fmt.Sprintf("GitHub %s rate limit of %s holds until %s", e.Reason, e.Credential, e.Until.UTC().Format(time.RFC3339))
 }
 
-// Limits keeps GitHub's limits for every credential of the process, one
+// limiter keeps GitHub's limits for every credential of the process, one
 // limiter per credential (the App's JWT; each installation's token), as an
 // http.RoundTripper every GitHub call passes: after a primary limit answer
 // (x-ratelimit-remaining: 0) no call with that credential starts before
@@ -57,7 +57,7 @@ func (e *LimitedError) Error() string {
 // moment it starts (time spent waiting for its turn does not count). It is
 // safe for concurrent use, and it must be the one instance all clients of
 // the process share.
-type Limits struct {
+type limiter struct {
 	next         http.RoundTripper
 	writesPerSec float64
 	now          func() time.Time
@@ -76,20 +76,20 @@ type credential struct {
 	reason string
 }
 
-// NewLimits returns the limiter over next (http.DefaultTransport when nil);
+// newLimiter returns the limiter over next (http.DefaultTransport when nil);
 // writesPerSec 0 leaves writes unpaced (rate-limit answers are honoured
 // whatever it is). It returns an error for a negative writesPerSec.
-func NewLimits(next http.RoundTripper, writesPerSec float64) (*Limits, error) {
+func newLimiter(next http.RoundTripper, writesPerSec float64) (*limiter, error) {
 	if writesPerSec < 0 {
 		return nil, fmt.Errorf("GitHub writes per second %v is negative", writesPerSec)
 	}
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	return &Limits{next: next, writesPerSec: writesPerSec, now: time.Now, byCred: map[string]*credential{}}, nil
+	return &limiter{next: next, writesPerSec: writesPerSec, now: time.Now, byCred: map[string]*credential{}}, nil
 }
 
-func (l *Limits) credential(name string) *credential {
+func (l *limiter) credential(name string) *credential {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.byCred[name]
@@ -142,7 +142,7 @@ func isWrite(method string) bool {
 // credential's limits from the answer. It returns a *LimitedError without
 // calling GitHub when the credential is limited for longer than it may
 // wait, and r's context error when that ends first.
-func (l *Limits) RoundTrip(r *http.Request) (*http.Response, error) {
+func (l *limiter) RoundTrip(r *http.Request) (*http.Response, error) {
 	name := credentialOf(r)
 	c := l.credential(name)
 	ctx := r.Context()
@@ -178,7 +178,7 @@ func (l *Limits) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // waitLimit returns once no limit holds for c, after waiting at most
 // waitInPlace; a longer limit is a *LimitedError.
-func (l *Limits) waitLimit(ctx context.Context, name string, c *credential) error {
+func (l *limiter) waitLimit(ctx context.Context, name string, c *credential) error {
 	for {
 		c.mu.Lock()
 		until, reason := c.until, c.reason
@@ -201,7 +201,7 @@ func (l *Limits) waitLimit(ctx context.Context, name string, c *credential) erro
 }
 
 // learn records a limit GitHub answered for c.
-func (l *Limits) learn(c *credential, resp *http.Response) {
+func (l *limiter) learn(c *credential, resp *http.Response) {
 	until, reason := limitOf(resp, l.now())
 	if until.IsZero() {
 		return

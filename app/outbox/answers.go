@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gitlease/gitlease/app/github"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	gh "github.com/google/go-github/v66/github"
+
+	"github.com/gitlease/gitlease/app/github"
 )
 
 // maxAnswer bounds an outbox row's recorded answer, in bytes.

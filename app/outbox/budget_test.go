@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gitlease/gitlease/app/outbox"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"

@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitlease/gitlease/app/github"
-	"github.com/gitlease/gitlease/queue"
 	"net/http"
 	"strings"
 
 	gh "github.com/google/go-github/v66/github"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/queue"
 )
 
 // maxAnnotations is GitHub's limit of annotations per check-run request.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gitlease/gitlease/queue"
 	"strconv"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"
 )
 
@@ -120,7 +120,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 		sc.Summary = fmt.Sprintf("gitlease did not queue this commit: %s is still running for this pull request. "+
 			"It runs to the end first; push again after it finishes to queue the next generation.", where)
 	}
-	return o.Standalone(ctx, tx, sc)
+	return o.standalone(ctx, tx, sc)
 }
 
 func eventAction(r webhook.Result) string {

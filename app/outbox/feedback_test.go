@@ -3,12 +3,12 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/gitlease/gitlease/app/outbox"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"

@@ -2,11 +2,11 @@ package outbox_test
 
 import (
 	"context"
-	"github.com/gitlease/gitlease/app/outbox"
 	"strings"
 	"testing"
 
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"

@@ -273,9 +273,9 @@ func (o *Outbox) Annotate(ctx context.Context, tx pgx.Tx, it queue.Item, anns ..
 	return o.checkRun(ctx, tx, it, checkRunUpdate{Annotations: anns})
 }
 
-// Standalone creates a concluded check run on a commit that is not an
+// standalone creates a concluded check run on a commit that is not an
 // item's (a colliding pull request's head), once per external ID.
-func (o *Outbox) Standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun) error {
+func (o *Outbox) standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun) error {
 	return o.insert(ctx, tx, "standalone/"+c.ExternalID, kindStandalone, nil, c)
 }
 

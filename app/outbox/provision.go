@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitlease/gitlease/app/github"
-	"github.com/gitlease/gitlease/queue"
 	"net/http"
 	"strings"
 
@@ -14,11 +12,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/queue"
 )
 
-// ProvisionSpec is what an issue item needs on GitHub.
-type ProvisionSpec struct {
+// provisionSpec is what an issue item needs on GitHub.
+type provisionSpec struct {
 	Owner, Repo string
 	BaseBranch  string // without refs/heads/
 	HeadBranch  string // without refs/heads/
@@ -29,36 +29,36 @@ type ProvisionSpec struct {
 	EntryID     string
 }
 
-// Provisioned is what exists on GitHub after Provision.
-type Provisioned struct {
+// provisioned is what exists on GitHub after Provision.
+type provisioned struct {
 	HeadSHA           string
 	PullRequestNumber int
 	PullRequestURL    string
 }
 
-// Provisioner creates an issue item's branch and draft pull request, one
+// provisioner creates an issue item's branch and draft pull request, one
 // step at a time, each retried in place after a transient failure and
 // recorded once done (Progress), so a later attempt resumes at the first
 // step not yet done.
-type Provisioner struct {
+type provisioner struct {
 	Retries github.Retries
 	// Progress records what a step created; nil records nothing.
-	Progress Progress
+	progress progress
 	// att, when set, writes down what GitHub answered each step.
 	att *attempt
 }
 
-// Progress records provisioning steps as they get through.
-type Progress interface {
+// progress records provisioning steps as they get through.
+type progress interface {
 	// StartCommit records the initial commit, created before its branch.
 	StartCommit(ctx context.Context, sha string) error
 	// Branch records that the head branch exists at sha.
 	Branch(ctx context.Context, sha string) error
 }
 
-// Resume is what earlier attempts recorded: the initial commit and the
+// resume is what earlier attempts recorded: the initial commit and the
 // branch head, when they exist.
-type Resume struct {
+type resume struct {
 	StartCommitSHA string
 	BranchSHA      string
 }
@@ -79,9 +79,9 @@ func (noProgress) Branch(context.Context, string) error      { return nil }
 // recovery or a later generation reuses what the first one made. Errors
 // are GitHub's (a *github.PermanentError when the base branch does not exist) or
 // Progress's.
-func (p Provisioner) Provision(ctx context.Context, c *gh.Client, spec ProvisionSpec, from Resume) (Provisioned, error) {
-	if p.Progress == nil {
-		p.Progress = noProgress{}
+func (p provisioner) Provision(ctx context.Context, c *gh.Client, spec provisionSpec, from resume) (provisioned, error) {
+	if p.progress == nil {
+		p.progress = noProgress{}
 	}
 	sha := from.BranchSHA
 	if sha != "" {
@@ -89,14 +89,14 @@ func (p Provisioner) Provision(ctx context.Context, c *gh.Client, spec Provision
 	} else {
 		var err error
 		if sha, err = p.ensureBranch(ctx, c, spec, from.StartCommitSHA); err != nil {
-			return Provisioned{}, err
+			return provisioned{}, err
 		}
 	}
 	pr, err := p.ensurePullRequest(ctx, c, spec)
 	if err != nil {
-		return Provisioned{}, err
+		return provisioned{}, err
 	}
-	return Provisioned{HeadSHA: sha, PullRequestNumber: pr.GetNumber(), PullRequestURL: pr.GetHTMLURL()}, nil
+	return provisioned{HeadSHA: sha, PullRequestNumber: pr.GetNumber(), PullRequestURL: pr.GetHTMLURL()}, nil
 }
 
 // call runs one GitHub call with in-place retries.
@@ -119,7 +119,7 @@ func callStatus[T any](ctx context.Context, r github.Retries, f func(lost bool) 
 
 // getBranch returns the SHA the head branch points at, "" when it does
 // not exist.
-func (p Provisioner) getBranch(ctx context.Context, c *gh.Client, spec ProvisionSpec) (string, error) {
+func (p provisioner) getBranch(ctx context.Context, c *gh.Client, spec provisionSpec) (string, error) {
 	ref, err := call(ctx, p.Retries, func(bool) (*gh.Reference, *gh.Response, error) {
 		return c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.HeadBranch)
 	})
@@ -132,13 +132,13 @@ func (p Provisioner) getBranch(ctx context.Context, c *gh.Client, spec Provision
 	return ref.GetObject().GetSHA(), nil
 }
 
-func (p Provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec ProvisionSpec, commitSHA string) (string, error) {
+func (p provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec provisionSpec, commitSHA string) (string, error) {
 	if commitSHA == "" {
 		var err error
 		if commitSHA, err = p.startCommit(ctx, c, spec); err != nil {
 			return "", err
 		}
-		if err := p.Progress.StartCommit(ctx, commitSHA); err != nil {
+		if err := p.progress.StartCommit(ctx, commitSHA); err != nil {
 			return "", err
 		}
 	}
@@ -171,7 +171,7 @@ func (p Provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec Provis
 	if err != nil {
 		return "", fmt.Errorf("create branch %s: %w", spec.HeadBranch, err)
 	}
-	if err := p.Progress.Branch(ctx, sha); err != nil {
+	if err := p.progress.Branch(ctx, sha); err != nil {
 		return "", err
 	}
 	return sha, nil
@@ -179,7 +179,7 @@ func (p Provisioner) ensureBranch(ctx context.Context, c *gh.Client, spec Provis
 
 // startCommit creates the branch's initial empty commit on the base
 // branch's head: the base's tree, the base as parent.
-func (p Provisioner) startCommit(ctx context.Context, c *gh.Client, spec ProvisionSpec) (string, error) {
+func (p provisioner) startCommit(ctx context.Context, c *gh.Client, spec provisionSpec) (string, error) {
 	base, err := call(ctx, p.Retries, func(bool) (*gh.Reference, *gh.Response, error) {
 		return c.Git.GetRef(ctx, spec.Owner, spec.Repo, "heads/"+spec.BaseBranch)
 	})
@@ -212,12 +212,12 @@ func (p Provisioner) startCommit(ctx context.Context, c *gh.Client, spec Provisi
 }
 
 // marker is the hidden comment that ties a pull request to its item.
-func marker(spec ProvisionSpec) string {
+func marker(spec provisionSpec) string {
 	b, _ := json.Marshal(map[string]any{"qualified_id": spec.QualifiedID, "generation": spec.Generation, "entry_id": spec.EntryID})
 	return "<!-- gitlease " + string(b) + " -->"
 }
 
-func (p Provisioner) ensurePullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
+func (p provisioner) ensurePullRequest(ctx context.Context, c *gh.Client, spec provisionSpec) (*gh.PullRequest, error) {
 	body := fmt.Sprintf("Closes #%d\n\ngitlease opened this draft pull request for generation %d of %s.\n\n%s",
 		spec.IssueNumber, spec.Generation, spec.QualifiedID, marker(spec))
 	np := &gh.NewPullRequest{
@@ -275,7 +275,7 @@ func errText(err error) string {
 }
 
 // findPullRequest finds an open pull request from the head branch to the base.
-func (p Provisioner) findPullRequest(ctx context.Context, c *gh.Client, spec ProvisionSpec) (*gh.PullRequest, error) {
+func (p provisioner) findPullRequest(ctx context.Context, c *gh.Client, spec provisionSpec) (*gh.PullRequest, error) {
 	prs, err := call(ctx, p.Retries, func(bool) ([]*gh.PullRequest, *gh.Response, error) {
 		return c.PullRequests.List(ctx, spec.Owner, spec.Repo, &gh.PullRequestListOptions{
 			State: "open", Head: spec.Owner + ":" + spec.HeadBranch, Base: spec.BaseBranch,
@@ -319,15 +319,15 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, at *attempt) err
 	}
 	_ = json.Unmarshal(w.Dispatch(), &d)
 	owner, repo, _ := strings.Cut(m.Repository, "/")
-	spec := ProvisionSpec{
+	spec := provisionSpec{
 		Owner: owner, Repo: repo,
 		BaseBranch: strings.TrimPrefix(res.BaseRef, "refs/heads/"), HeadBranch: strings.TrimPrefix(res.HeadRef, "refs/heads/"),
 		IssueNumber: m.Number, Title: d.Subject.Title, QualifiedID: w.QualifiedID(),
 		Generation: w.Generation(), EntryID: w.EntryID(),
 	}
 	prog := &itemProgress{s: s, entry: w.ID(), at: at}
-	got, err := Provisioner{Retries: s.gh.Retries(), Progress: prog, att: at}.Provision(ctx, c, spec,
-		Resume{StartCommitSHA: deref(t.g.StartCommitSha), BranchSHA: deref(t.g.BranchSha)})
+	got, err := provisioner{Retries: s.gh.Retries(), progress: prog, att: at}.Provision(ctx, c, spec,
+		resume{StartCommitSHA: deref(t.g.StartCommitSha), BranchSHA: deref(t.g.BranchSha)})
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,12 @@ package outbox_test
 
 import (
 	"context"
-	"github.com/gitlease/gitlease/app/outbox"
 	"testing"
 	"time"
 
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbtest"
+	"github.com/gitlease/gitlease/db/prune"
 )
 
 // TestPruneOutbox: rows sent before the cut-off go, in batches; rows sent
@@ -32,9 +33,9 @@ func TestPruneOutbox(t *testing.T) {
 			}
 		}
 	}
-	n, err := outbox.PruneOutbox(ctx, pool, now.Add(-7*24*time.Hour), 2)
+	n, err := outbox.NewPruner(pool, prune.Config{Batch: 2, Now: func() time.Time { return now }}, nil).RunOnce(ctx)
 	if err != nil || n != 5 {
-		t.Fatalf("PruneOutbox = %d, %v; want the 5 old sent rows", n, err)
+		t.Fatalf("RunOnce = %d, %v; want the 5 old sent rows", n, err)
 	}
 	left := map[string]int{}
 	r, err := pool.Query(ctx, `SELECT status, count(*) FROM outbox GROUP BY status`)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitlease/gitlease/app/github"
-	"github.com/gitlease/gitlease/queue"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,7 +15,9 @@ import (
 	gh "github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/queue"
 )
 
 // SenderConfig configures the outbox Sender. Zero fields take defaults.

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gitlease/gitlease/app/github"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/webhook"
 )

@@ -3,12 +3,12 @@ package redeliver_test
 import (
 	"context"
 	"fmt"
-	"github.com/gitlease/gitlease/app/redeliver"
 	"testing"
 	"time"
 
 	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/db/dbtest"
 )
 

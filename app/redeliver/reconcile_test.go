@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gitlease/gitlease/app/redeliver"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	github "github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"

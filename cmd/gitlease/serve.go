@@ -28,6 +28,7 @@ import (
 	"github.com/gitlease/gitlease"
 	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/db"
+	"github.com/gitlease/gitlease/db/prune"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/queue/rpc"
 	"github.com/gitlease/gitlease/webhook"
@@ -178,17 +179,19 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	srv.Echo().POST("/webhook", echo.WrapHandler(intake))
-	pruner := webhook.NewPruner(pool, logger, webhook.PrunerConfig{Retention: cfg.DeliveryRetention})
-	pruning := &service.Periodic{Name: "delivery pruner", Interval: pruner.Interval(), Run: pruner.Run, Logger: logger}
-	if err := pruning.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
+	for _, p := range []struct {
+		name string
+		*prune.Pruner
+	}{
+		{"delivery pruner", webhook.NewPruner(pool, prune.Config{Retention: cfg.DeliveryRetention}, logger)},
+		{"outbox pruner", outbox.NewPruner(pool, prune.Config{}, logger)},
+	} {
+		pruning := &service.Periodic{Name: p.name, Interval: p.Interval(), Run: p.Run, Logger: logger}
+		if err := pruning.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		defer pruning.Stop()
 	}
-	defer pruning.Stop()
-	outboxPruner := outbox.NewOutboxPruner(pool, outbox.OutboxPrunerConfig{}, logger)
-	if err := outboxPruner.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	defer outboxPruner.Stop()
 	if cfg.RPCToken == "" {
 		logger.Warn("GITLEASE_RPC_TOKEN is not set: /rpc is disabled")
 	}

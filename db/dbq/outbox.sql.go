@@ -235,17 +235,6 @@ func (q *Queries) OutboxInsertMany(ctx context.Context, db DBTX, arg OutboxInser
 	return err
 }
 
-const outboxNextDue = `-- name: OutboxNextDue :one
-SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending'
-`
-
-func (q *Queries) OutboxNextDue(ctx context.Context, db DBTX) (time.Time, error) {
-	row := db.QueryRow(ctx, outboxNextDue)
-	var column_1 time.Time
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const outboxNextRetry = `-- name: OutboxNextRetry :one
 SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND available_at > $1::timestamptz
 `

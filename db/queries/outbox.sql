@@ -79,9 +79,6 @@ WHERE id IN (
     LIMIT @batch
 );
 
--- name: OutboxNextDue :one
-SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending';
-
 -- name: OutboxRetryFailed :one
 -- An operator sends a failed write again: it becomes pending and due now,
 -- keeping its attempts and GitHub's last answer until the next one.
