@@ -88,43 +88,37 @@ type SubjectGeneration struct {
 }
 
 type WorkItem struct {
-	ID                    uuid.UUID
-	Position              int64
-	Status                string
-	IsV2                  bool
-	SubjectID             string
-	CanonicalID           *string
-	SubjectGeneration     *int64
-	TaskID                *string
-	Dispatch              []byte
-	EnqueuedAt            time.Time
-	RunAt                 *string
-	RunAtTime             *time.Time
-	ExpireAfterSecs       *int64
-	ExpiresAfter          *time.Time
-	IdempotencyKey        *string
-	RequestHash           *string
-	Repository            *string
-	BaseRef               *string
-	HeadRef               *string
-	CollisionKey          *string
-	WorkflowID            *string
-	WorkflowGeneration    *int64
-	LeaseOwner            *string
-	LeaseGeneration       int64
-	LeaseExpiresAt        *time.Time
-	AssignedAt            *time.Time
-	HeldAt                *time.Time
-	FinishedAt            *time.Time
-	CancelRequestedAt     *time.Time
-	HeadSha               *string
-	CheckRunID            *int64
-	Branch                *string
-	PrNumber              *int32
-	PrUrl                 *string
-	ProvisionedGeneration *int64
-	ResultNote            *string
-	Source                string
+	ID                 uuid.UUID
+	Position           int64
+	Status             string
+	IsV2               bool
+	SubjectID          string
+	CanonicalID        *string
+	SubjectGeneration  *int64
+	TaskID             *string
+	Dispatch           []byte
+	EnqueuedAt         time.Time
+	RunAt              *string
+	RunAtTime          *time.Time
+	ExpireAfterSecs    *int64
+	ExpiresAfter       *time.Time
+	IdempotencyKey     *string
+	RequestHash        *string
+	Repository         *string
+	BaseRef            *string
+	HeadRef            *string
+	CollisionKey       *string
+	WorkflowID         *string
+	WorkflowGeneration *int64
+	LeaseOwner         *string
+	LeaseGeneration    int64
+	LeaseExpiresAt     *time.Time
+	AssignedAt         *time.Time
+	HeldAt             *time.Time
+	FinishedAt         *time.Time
+	CancelRequestedAt  *time.Time
+	ResultNote         *string
+	Source             string
 }
 
 type WorkItemAudit struct {
