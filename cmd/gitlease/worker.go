@@ -107,7 +107,7 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 		fs.PrintDefaults()
 	}
 	serverURL := fs.String("url", os.Getenv("GITLEASE_URL"), "the gitlease server's base URL (or its /rpc URL) (env GITLEASE_URL)")
-	token := fs.String("token", "", "bearer token for /rpc (default: env GITLEASE_RPC_TOKEN, which keeps it out of the process list)")
+	token := fs.String("token", "", "bearer token for /rpc (default: env GITLEASE_RPC_TOKEN or the file GITLEASE_RPC_TOKEN_FILE names, which keep it out of the process list)")
 	execCmd := fs.String("exec", "", "shell command (sh -c) run per leased item (required)")
 	slots := fs.Int("slots", 1, "items run at once, 1..5")
 	owner := fs.String("owner", "", "lease owner ID (default gitlease-worker/<host>-<random>)")
@@ -119,8 +119,15 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 		}
 		return &configError{Setting: "flags", Problem: err.Error()}
 	}
+	// The environment's settings, read and checked as serve reads them
+	// (GITLEASE_RPC_TOKEN or its _FILE, GITLEASE_WORKER_ENV,
+	// GITLEASE_WORKER_USER); the flags above are the worker's own.
+	cfg, err := loadConfig("worker", nil, false, stderr)
+	if err != nil {
+		return err
+	}
 	if *token == "" {
-		*token = os.Getenv("GITLEASE_RPC_TOKEN")
+		*token = string(cfg.RPCToken)
 	}
 	switch {
 	case strings.TrimSpace(*serverURL) == "":
@@ -148,17 +155,9 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 	if err != nil {
 		return fmt.Errorf("reach the gitlease server at %s: %w", *serverURL, err)
 	}
-	// The same two settings as serve's: what of this environment reaches
-	// the commands, and as which user they run.
-	var pass []string
-	for _, n := range strings.Split(os.Getenv("GITLEASE_WORKER_ENV"), ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			pass = append(pass, n)
-		}
-	}
 	w, err := worker.NewRemoteWorker(client, worker.WorkerConfig{
 		Slots: *slots, Exec: *execCmd, OwnerID: *owner, Poll: *poll, Grace: *grace,
-		PassEnv: pass, User: strings.TrimSpace(os.Getenv("GITLEASE_WORKER_USER")),
+		PassEnv: cfg.WorkerEnv, User: cfg.WorkerUser,
 	}, logger)
 	if err != nil {
 		return &configError{Setting: "--owner", Problem: err.Error()}

@@ -176,3 +176,60 @@ func TestServeBuiltinWorkerShutdown(t *testing.T) {
 		t.Errorf("item running at SIGTERM: status %s, note %q (%v); want completed within the grace period", it.Status(), it.Note(), err)
 	}
 }
+
+// TestWorkerCommandSettings: `gitlease worker` reads the environment's
+// settings through serve's settings table, with its checks: an unknown
+// GITLEASE_WORKER_USER or a GITLEASE_WORKER_ENV entry with a value stops it
+// at start naming the setting, and GITLEASE_RPC_TOKEN_FILE gives the token
+// (a wrong one is refused by the server, a right one is not).
+func TestWorkerCommandSettings(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	store := queue.NewStore(pool, queue.Config{})
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "right-token-0123456789"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	t.Cleanup(srv.Close)
+	bin := buildGitlease(t)
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	right, wrong := file("right", "right-token-0123456789"), file("wrong", "wrong-token-0123456789")
+	cases := []struct {
+		name string
+		env  []string
+		want string // in the output of a worker that stops at start
+	}{
+		{"unknown worker user", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_WORKER_USER=no-such-user-4711"},
+			`gitlease: GITLEASE_WORKER_USER: no user "no-such-user-4711" on this machine`},
+		{"worker env with a value", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_WORKER_ENV=A=b"},
+			`gitlease: GITLEASE_WORKER_ENV: "A=b" is not a variable name`},
+		{"token and its file", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_RPC_TOKEN_FILE=" + right},
+			"gitlease: GITLEASE_RPC_TOKEN: set either it or GITLEASE_RPC_TOKEN_FILE, not both"},
+		{"wrong token from a file", []string{"GITLEASE_RPC_TOKEN_FILE=" + wrong}, "401"},
+	}
+	for _, tc := range cases {
+		cmd := exec.Command(bin, "worker", "--url", srv.URL, "--exec", "true")
+		cmd.Env = append(devTestEnv(), tc.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%s: %v\n%s\nwant a failure saying %s", tc.name, err, out, tc.want)
+		}
+	}
+	// The right token from its file: the worker starts, and stops on SIGTERM.
+	stop, out := startBinary(t, bin, append(devTestEnv(), "GITLEASE_RPC_TOKEN_FILE="+right),
+		"worker", "--url", srv.URL, "--exec", "true", "--poll", "100ms")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), `"worker started"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not start with the token from its file:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("gitlease worker on SIGTERM: %v, want exit 0\n%s", err, out.String())
+	}
+}
