@@ -2,6 +2,7 @@
 // services (the outbox sender, the worker's notifier, the recovery sweeper,
 // the delivery pruner), after River's startstop: Start puts the work in the
 // background and returns; Stop cancels it and waits until it has exited.
+// A Group starts such services in order and stops them in reverse.
 package service
 
 import (

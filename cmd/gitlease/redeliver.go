@@ -18,23 +18,18 @@ import (
 	"github.com/gitlease/gitlease/app/service"
 )
 
-// startReconciler runs rec's scan every GITLEASE_REDELIVER_INTERVAL in the
-// background (docs/webhook.md). Without a reconciler (no GitHub App
-// credentials), or with the interval 0, nothing runs; the returned service
-// is then a stopped one, safe to Stop.
-func startReconciler(ctx context.Context, cfg config, rec *redeliver.Reconciler, logger *slog.Logger) (*service.Periodic, error) {
-	p := &service.Periodic{Name: "redelivery scan", Interval: cfg.RedeliverInterval, Logger: logger}
+// reconcilerService is serve's member that runs rec's scan every
+// GITLEASE_REDELIVER_INTERVAL in the background (docs/webhook.md). Without
+// a reconciler (no GitHub App credentials), or with the interval 0, it
+// starts nothing.
+func reconcilerService(cfg config, rec *redeliver.Reconciler, logger *slog.Logger) service.Member {
 	if rec == nil || cfg.RedeliverInterval == 0 {
 		if rec != nil {
 			logger.Warn("GITLEASE_REDELIVER_INTERVAL is 0: webhook deliveries GitHub failed to deliver are not redelivered")
 		}
-		return p, nil
+		return service.Member{Name: "redelivery reconciler"}
 	}
-	p.Run = rec.Run
-	if err := p.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return service.Of("redelivery reconciler", &service.Periodic{Name: "redelivery scan", Interval: cfg.RedeliverInterval, Run: rec.Run, Logger: logger})
 }
 
 func newReconciler(cfg config, pool *pgxpool.Pool, gh *github.Installations, metrics redeliver.RedeliveryMetrics, logger *slog.Logger) (*redeliver.Reconciler, error) {

@@ -136,25 +136,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	notifier := worker.NewNotifier(pool, logger)
-	if err := notifier.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	defer notifier.Stop()
 	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger) // wakes every instance's sender
-	if err := outboxNotifier.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	defer outboxNotifier.Stop()
 	box := outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
 	items := outbox.NewItems(pool)
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
+	// serve's services, started in this order once everything is built
+	// and stopped in the reverse order (docs/workers.md, "Shutdown").
+	var services service.Group
+	services.Add(service.Of("work notifier", notifier), service.Of("outbox notifier", outboxNotifier))
 	if gh != nil {
-		// The sender outlives the HTTP drain and the lease release: it stops last.
-		sender := outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL}, logger)
-		if err := sender.Start(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		defer sender.Stop()
+		// The sender outlives the HTTP drain and the lease release.
+		services.Add(service.Of("GitHub outbox sender", outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL}, logger)))
 	}
 	handler := rpc.NewHandler(store, version, logger)
 	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, SelfLoggedRoutes: []string{"/webhook"}}, pool, handler, logger)
@@ -186,62 +178,58 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		{"delivery pruner", webhook.NewPruner(pool, prune.Config{Retention: cfg.DeliveryRetention}, logger)},
 		{"outbox pruner", outbox.NewPruner(pool, prune.Config{}, logger)},
 	} {
-		pruning := &service.Periodic{Name: p.name, Interval: p.Interval(), Run: p.Run, Logger: logger}
-		if err := pruning.Start(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		defer pruning.Stop()
+		services.Add(service.Of(p.name, &service.Periodic{Name: p.name, Interval: p.Interval(), Run: p.Run, Logger: logger}))
 	}
 	if cfg.RPCToken == "" {
 		logger.Warn("GITLEASE_RPC_TOKEN is not set: /rpc is disabled")
 	}
-
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	builtin, err := newBuiltinWorker(cfg, store, pool, gh, logger)
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+		return err
 	}
 	httpSrv := newHTTPServer(srv, cfg.HTTP)
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
-	logger.Info("serving", "addr", ln.Addr().String(), "version", version)
-	if ready != nil {
-		ready(ln.Addr().String())
-	}
-	// The built-in worker starts once the server listens; defer covers an
-	// early return, the shutdown below stops it in order.
-	builtin, err := startBuiltinWorker(ctx, cfg, store, pool, gh, logger)
-	if err != nil {
-		httpSrv.Close()
-		return err
-	}
-	defer builtin.stop()
+	// The built-in worker leases once the server listens and stops leasing
+	// before it drains; its commands are waited for, and its unfinished
+	// items released, after the drain.
+	services.Add(builtin.members(service.Member{Name: "HTTP server",
+		Start: func(context.Context) error {
+			ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+			if err != nil {
+				return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+			}
+			go func() { errc <- httpSrv.Serve(ln) }()
+			logger.Info("serving", "addr", ln.Addr().String(), "version", version)
+			if ready != nil {
+				ready(ln.Addr().String())
+			}
+			return nil
+		},
+		// In-flight requests finish within 30s; the running commands'
+		// grace period runs meanwhile.
+		Stop: func(ctx context.Context) error {
+			shutCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := httpSrv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("drain http server: %w", err)
+			}
+			return nil
+		},
+	})...)
 	// The reconciler starts once the server listens, so the redeliveries
-	// it asks for find it answering.
-	reconciler, err := startReconciler(ctx, cfg, rec, logger)
-	if err != nil {
-		httpSrv.Close()
+	// it asks for find it answering; it stops first.
+	services.Add(reconcilerService(cfg, rec, logger))
+	bg := context.WithoutCancel(ctx) // serve stops its services itself, in order
+	if err := services.Start(bg); err != nil {
 		return err
 	}
-	defer reconciler.Stop()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
+		return errors.Join(fmt.Errorf("http server: %w", err), services.Stop(bg))
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
-	reconciler.Stop()
-	// Stop leasing first: running commands' grace period runs while the
-	// HTTP server drains.
-	builtin.stopLeasing()
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("drain http server: %w", err)
-	}
-	// Then wait for the commands and release the leases of the unfinished
-	// ones; the outbox sender (deferred above) stops after this.
-	builtin.stop()
-	return nil
+	return services.Stop(bg)
 }
 
 // newIntake builds the POST /webhook handler. Without GitHub App

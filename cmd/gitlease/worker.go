@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/app/worker"
 	"github.com/gitlease/gitlease/queue/rpc"
 
@@ -29,11 +30,9 @@ type builtinWorker struct {
 	sweeper *worker.Sweeper
 }
 
-// startBuiltinWorker starts the built-in worker and the sweeper as
-// gitlease-serve/<instance>, unless cfg disables the worker. They run on a
-// context serve's signal does not cancel: serve stops them itself, in its
-// shutdown order (stopLeasing, then stop).
-func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, pool *pgxpool.Pool, gh *github.Installations, logger *slog.Logger) (*builtinWorker, error) {
+// newBuiltinWorker makes the built-in worker and the sweeper as
+// gitlease-serve/<instance>, unless cfg disables the worker.
+func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *github.Installations, logger *slog.Logger) (*builtinWorker, error) {
 	if cfg.WorkerSlots == 0 {
 		logger.Info("built-in worker disabled (GITLEASE_WORKER_SLOTS=0)")
 		return &builtinWorker{}, nil
@@ -52,36 +51,56 @@ func startBuiltinWorker(ctx context.Context, cfg config, store *queue.Store, poo
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: err.Error()}
 	}
-	bg := context.WithoutCancel(ctx)
-	if err := w.Start(bg); err != nil {
-		return nil, fmt.Errorf("start built-in worker: %w", err)
+	return &builtinWorker{worker: w, sweeper: worker.NewSweeper(store, w, worker.SweeperConfig{}, logger)}, nil
+}
+
+// members are the built-in worker's two places in serve's group, around
+// the HTTP server between them: leasing starts once the server listens
+// and stops before it drains; the running commands are waited for, and
+// the items of the unfinished ones released, once it has drained.
+func (b *builtinWorker) members(http service.Member) []service.Member {
+	return []service.Member{
+		{Name: "built-in worker's running items", Stop: b.stop},
+		http,
+		{Name: "built-in worker", Start: b.start, Stop: b.stopLeasing},
 	}
-	sw := worker.NewSweeper(store, w, worker.SweeperConfig{}, logger)
-	if err := sw.Start(bg); err != nil {
-		w.Stop()
-		return nil, fmt.Errorf("start lease recovery sweeper: %w", err)
+}
+
+// start starts the worker, then the sweeper.
+func (b *builtinWorker) start(ctx context.Context) error {
+	if b.worker == nil {
+		return nil
 	}
-	return &builtinWorker{worker: w, sweeper: sw}, nil
+	if err := b.worker.Start(ctx); err != nil {
+		return err
+	}
+	if err := b.sweeper.Start(ctx); err != nil {
+		b.worker.Stop()
+		return fmt.Errorf("lease recovery sweeper: %w", err)
+	}
+	return nil
 }
 
 // stopLeasing stops recovering and leasing new work; running commands get
 // their grace period from now on.
-func (b *builtinWorker) stopLeasing() {
+func (b *builtinWorker) stopLeasing(context.Context) error {
 	if b.sweeper != nil {
 		b.sweeper.Stop()
 	}
 	if b.worker != nil {
 		b.worker.StopLeasing()
 	}
+	return nil
 }
 
 // stop waits for running commands (up to the grace period) and releases
 // the items of the others to pending. It is safe to call more than once.
-func (b *builtinWorker) stop() {
-	b.stopLeasing()
+func (b *builtinWorker) stop(ctx context.Context) error {
+	_ = b.stopLeasing(ctx)
 	if b.worker != nil {
 		b.worker.Stop()
 	}
+	return nil
 }
 
 const workerUsage = `Usage: gitlease worker --url URL --exec CMD [--token TOKEN] [--slots N] [--owner ID]
