@@ -150,6 +150,7 @@ func TestStoreAcrossTheWorkItemsContract(t *testing.T) {
 		t.Errorf("%d enqueued, %d completions applied, %d rows completed, %d live; want all equal and none live",
 			enqueued.Load(), r.completed.Load(), done, live)
 	}
+	t.Logf("%d items enqueued, leased, renewed and completed across the migration", enqueued.Load())
 	// The Store's reads over the contracted table, through the same pool.
 	st, err := s.Stats(ctx)
 	if err != nil {
