@@ -15,6 +15,7 @@ import (
 
 	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/db"
 )
 
 // Metrics are gitlease's Prometheus metrics, on a registry of their own (no
@@ -168,12 +169,16 @@ var (
 	queueDepthDesc = prometheus.NewDesc("gitlease_queue_items", "Live work items, by status (deferred: pending with run_at in the future).", []string{"status"}, nil)
 	outboxDesc     = prometheus.NewDesc("gitlease_outbox_rows", "GitHub outbox rows waiting to be sent (pending) or given up on (failed).", []string{"status"}, nil)
 	scrapeErrDesc  = prometheus.NewDesc("gitlease_metrics_database_up", "1 when the database answered the metrics scrape, else 0.", nil, nil)
+	durabilityDesc = prometheus.NewDesc("gitlease_postgres_durability",
+		"1 for how durable a commit acknowledged to gitlease is (synchronous_standby: a synchronous standby has it; local: only the primary), 0 for the other; absent while no writable primary answers.",
+		[]string{"mode"}, nil)
 )
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- outboxDesc
 	ch <- scrapeErrDesc
+	ch <- durabilityDesc
 }
 
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
@@ -188,6 +193,18 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		if b, err = outbox.ReadBacklog(ctx, c.pool); err == nil {
 			ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(b.Pending), "pending")
 			ch <- prometheus.MustNewConstMetric(outboxDesc, prometheus.GaugeValue, float64(b.Failed), "failed")
+		}
+	}
+	if err == nil {
+		var srv db.Server
+		if srv, err = db.ReadServer(ctx, c.pool); err == nil && !srv.ReadOnly {
+			for _, d := range []db.Durability{db.DurabilitySynchronousStandby, db.DurabilityLocal} {
+				v := 0.0
+				if srv.Durability == d {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(durabilityDesc, prometheus.GaugeValue, v, string(d))
+			}
 		}
 	}
 	up := 1.0

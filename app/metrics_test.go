@@ -50,6 +50,8 @@ func TestMetricsMoveWithDeliveries(t *testing.T) {
 		`gitlease_queue_items{status="pending"} 1`,
 		`gitlease_outbox_rows{status="pending"} 0`,
 		`gitlease_metrics_database_up 1`,
+		`gitlease_postgres_durability{mode="local"} 1`, // the test server has no synchronous standby
+		`gitlease_postgres_durability{mode="synchronous_standby"} 0`,
 		`gitlease_http_request_duration_seconds_count{code="202",route="/webhook"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {

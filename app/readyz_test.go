@@ -22,6 +22,7 @@ type readyzAnswer struct {
 	Reason          string `json:"reason"`
 	SchemaVersion   *int64 `json:"schema_version"`
 	RequiredVersion *int64 `json:"required_version"`
+	Durability      string `json:"durability"`
 }
 
 // getReadyz serves one GET /readyz from a server on pool.
@@ -79,6 +80,38 @@ func TestReadyzFollowsTheSchema(t *testing.T) {
 	status, a = getReadyz(t, pool)
 	if status != http.StatusOK || a.Status != "ready" {
 		t.Fatalf("/readyz after Migrate = %d %+v, want 200 ready", status, a)
+	}
+	// The test server has no synchronous standby.
+	if a.Durability != string(db.DurabilityLocal) {
+		t.Errorf("/readyz durability = %q, want local", a.Durability)
+	}
+}
+
+// TestReadyzReadOnly: a server that takes no writes (its sessions are
+// read-only, as a standby's are) makes /readyz 503 saying there is no
+// writable primary, whether the pool refuses it on connect (db.Open's) or
+// not (a pool that skips the check).
+func TestReadyzReadOnly(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	checked, err := db.PoolConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchecked := checked.Copy()
+	unchecked.ConnConfig.ValidateConnect = nil
+	for name, cfg := range map[string]*pgxpool.Config{"checked on connect": checked, "unchecked": unchecked} {
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+		pool, err := db.Open(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		status, a := getReadyz(t, pool)
+		if status != http.StatusServiceUnavailable || a.Status != "unavailable" || !strings.Contains(a.Reason, "no writable primary") ||
+			!strings.Contains(a.Reason, "read-only") {
+			t.Errorf("%s: /readyz on a read-only server = %d %+v, want 503 saying no writable primary, read-only", name, status, a)
+		}
 	}
 }
 

@@ -75,21 +75,35 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// readyz answers 200 only when Postgres answers and the schema is current.
+// readyz answers 200 only when a server that takes writes answers and the
+// schema is current. Every answer says how durable an acknowledged commit
+// is, once a server has told it.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
+	srv, err := db.ReadServer(ctx, s.pool)
+	switch {
+	case err != nil && db.ReadOnly(err):
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
+			"reason": "no writable primary: the database servers that answer are read-only (standbys, or a demoted primary)"})
+	case err != nil:
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database unreachable"})
+	case srv.ReadOnly:
+		// Only a pool whose check on connect was skipped gets here.
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
+			"reason": "no writable primary: the database server is read-only (a standby, or a demoted primary)", "durability": srv.Durability})
+	}
 	st, err := db.Status(ctx, s.pool)
 	switch {
 	case err != nil:
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database unreachable"})
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "reason": "database unreachable", "durability": srv.Durability})
 	case !st.Ready():
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{
 			"status": "unavailable", "reason": "schema behind: run gitlease migrate",
-			"schema_version": st.Current, "required_version": st.Target,
+			"schema_version": st.Current, "required_version": st.Target, "durability": srv.Durability,
 		})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "schema_version": st.Current})
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "schema_version": st.Current, "durability": srv.Durability})
 }
 
 // handleRPC serves the queue JSON-RPC API behind a bearer token.

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 )
@@ -409,9 +410,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // unavailable reports whether err means the database could not be reached
 // or could not take the transaction now (connection failures, timeouts,
-// shutdowns, serialization failures), as opposed to a statement the server
-// rejected.
+// shutdowns, serialization failures, a read-only server during a
+// failover), as opposed to a statement the server rejected.
 func unavailable(err error) bool {
+	if db.ReadOnly(err) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/webhook"
 )
@@ -85,6 +86,27 @@ func TestDatabaseUnavailable(t *testing.T) {
 			})
 		}
 		wg.Wait()
+	})
+	t.Run("read-only server", func(t *testing.T) {
+		// A standby, or a primary set read-only: db.Open's pool refuses
+		// it on connect, and a pool that does not check gets SQLSTATE
+		// 25006 on the first write. Both are 503, never 500.
+		t.Parallel()
+		cfg, err := db.PoolConfig(dbtest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+		unchecked := cfg.Copy()
+		unchecked.ConnConfig.ValidateConnect = nil
+		for name, c := range map[string]*pgxpool.Config{"checked-on-connect": cfg, "unchecked": unchecked} {
+			pool, err := db.Open(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			expect503(t, newEnvOn(t, pool, defaultOptions()), "read-only-"+name)
+		}
 	})
 	t.Run("closed pool", func(t *testing.T) {
 		t.Parallel()

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"
@@ -79,6 +80,7 @@ type overviewData struct {
 	Owners        []dbq.UIWorkItemLeaseOwnersRow
 	Reconciler    *ReconcileStatus
 	ReconcileErr  string
+	Database      db.Server // the server the dashboard's connection is on
 }
 
 func (u *UI) overview(c echo.Context) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 )
@@ -63,6 +64,9 @@ func (u *UI) readOverview(ctx context.Context) (overviewData, error) {
 	}
 	if o.Owners, err = u.q.UIWorkItemLeaseOwners(ctx, u.pool, now); err != nil {
 		return o, fmt.Errorf("list lease owners: %w", err)
+	}
+	if o.Database, err = db.ReadServer(ctx, u.pool); err != nil {
+		return o, err
 	}
 	return o, nil
 }

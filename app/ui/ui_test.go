@@ -556,6 +556,10 @@ func TestOverviewCounts(t *testing.T) {
 	if !strings.Contains(r.body, "Oldest pending item") || strings.Contains(r.body, "none pending") {
 		t.Error("no oldest pending age")
 	}
+	// The test server has no synchronous standby.
+	if !strings.Contains(r.body, `<td id="durability" class="bad"><code>local</code></td>`) {
+		t.Error("the overview does not say the durability is local")
+	}
 }
 
 // TestRotatingATokenEndsSessions: a cookie signed under one pair of tokens

@@ -19,6 +19,7 @@ import (
 	"github.com/gitlease/gitlease/app/setup"
 
 	"github.com/gitlease/gitlease/app"
+	"github.com/gitlease/gitlease/db"
 )
 
 // errHelp ends a command after it printed its --help.
@@ -165,8 +166,13 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	var err error
 	c.DatabaseURL = get("DATABASE_URL")
 	if c.DatabaseURL != "" {
-		if _, err := url.Parse(c.DatabaseURL); err != nil {
-			return c, &configError{Setting: "DATABASE_URL", Problem: "not a valid connection URL"}
+		if _, err := db.PoolConfig(c.DatabaseURL); err != nil {
+			problem := "not a valid Postgres connection string"
+			var uerr *db.URLError
+			if errors.As(err, &uerr) {
+				problem = uerr.Problem
+			}
+			return c, &configError{Setting: "DATABASE_URL", Problem: problem}
 		}
 	}
 	if c.Port, err = strconv.Atoi(get("PORT")); err != nil || c.Port < 0 || c.Port > 65535 {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gitlease/gitlease/app/service"
@@ -22,6 +21,7 @@ import (
 	"github.com/gitlease/gitlease/app/setup"
 	"github.com/gitlease/gitlease/app/worker"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
@@ -36,33 +36,34 @@ import (
 
 func rpcManifest() rpc.Manifest { return rpc.NewManifest(version) }
 
-// defaultMaxConns is the connection pool size unless DATABASE_URL sets
-// pool_max_conns.
-const defaultMaxConns = 20
-
-// openPool connects to Postgres and checks it answers.
+// openPool makes the pool every command's queries and listeners use
+// (db.PoolConfig: only a server that takes writes) and checks that
+// Postgres answers. When every host that answers is read-only (a failover
+// under way, or standbys only), the pool is returned with the error, which
+// db.ReadOnly recognises: serve then runs, answering 503, until a host is
+// promoted.
 func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := db.PoolConfig(url)
 	if err != nil {
-		return nil, &configError{Setting: "DATABASE_URL", Problem: "not a valid Postgres connection string"}
+		var uerr *db.URLError
+		if errors.As(err, &uerr) {
+			return nil, &configError{Setting: "DATABASE_URL", Problem: uerr.Problem}
+		}
+		return nil, err
 	}
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.AfterConnect = db.AfterConnect
-	if !strings.Contains(url, "pool_max_conns") {
-		// pgxpool's default, max(4, cores), makes concurrent deliveries queue
-		// for a connection on a small machine; DATABASE_URL's
-		// pool_max_conns overrides this.
-		cfg.MaxConns = defaultMaxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := db.Open(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %w", err)
+		return nil, err
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
+		err = fmt.Errorf("connect to Postgres at %s: %w", cfg.ConnConfig.Host, err)
+		if db.ReadOnly(err) {
+			return pool, err
+		}
 		pool.Close()
-		return nil, fmt.Errorf("connect to Postgres at %s: %w", cfg.ConnConfig.Host, err)
+		return nil, err
 	}
 	return pool, nil
 }
@@ -72,7 +73,7 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer, logger *sl
 	if err != nil {
 		return err
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, logger)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, false, logger)
 	if err != nil {
 		return err
 	}
@@ -81,11 +82,24 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer, logger *sl
 }
 
 // openMigrated opens the pool and, when migrate is set, applies the
-// migrations first, as every command that talks to the queue starts.
-func openMigrated(ctx context.Context, url string, migrate bool, logger *slog.Logger) (*pgxpool.Pool, error) {
+// migrations first, as every command that talks to the queue starts. With
+// waitWritable (serve), a database with no writable primary yet is not an
+// error: the migrations are applied in the background once a host takes
+// writes, until ctx ends.
+func openMigrated(ctx context.Context, url string, migrate, waitWritable bool, logger *slog.Logger) (*pgxpool.Pool, error) {
 	pool, err := openPool(ctx, url)
-	if err != nil {
+	if err != nil && !(waitWritable && db.ReadOnly(err)) {
+		if pool != nil {
+			pool.Close()
+		}
 		return nil, err
+	}
+	if err != nil {
+		logger.Warn("no writable primary among DATABASE_URL's hosts: serving 503 until one is promoted", "err", err)
+		if migrate {
+			go migrateWhenWritable(ctx, pool, logger)
+		}
+		return pool, nil
 	}
 	if migrate {
 		n, err := db.Migrate(ctx, pool)
@@ -96,6 +110,27 @@ func openMigrated(ctx context.Context, url string, migrate bool, logger *slog.Lo
 		logger.Info("migrations applied", "count", n)
 	}
 	return pool, nil
+}
+
+// migrateWhenWritable applies the migrations once pool reaches a server
+// that takes writes, retrying with backoff until then or until ctx ends.
+func migrateWhenWritable(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) {
+	retry := &backoff.ExponentialBackOff{InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2,
+		Multiplier: 2, MaxInterval: 4 * time.Second}
+	n, err := backoff.Retry(ctx, func() (int, error) {
+		n, err := db.Migrate(ctx, pool)
+		if err != nil && !db.ReadOnly(err) {
+			logger.Warn("migrations not applied yet; retrying", "err", err)
+		}
+		return n, err
+	}, backoff.WithBackOff(retry), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Error("migrations not applied", "err", err)
+		}
+		return
+	}
+	logger.Info("migrations applied", "count", n)
 }
 
 // serveGCPercent is serve's garbage-collection target unless GOGC is set:
@@ -125,7 +160,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	warnRootWorker(logger, os.Geteuid(), cfg)
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, logger)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, true, logger)
 	if err != nil {
 		return err
 	}
@@ -271,7 +306,7 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return err
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, logger)
+	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, false, logger)
 	if err != nil {
 		return err
 	}

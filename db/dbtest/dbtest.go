@@ -107,7 +107,7 @@ func New(tb testing.TB) *pgxpool.Pool {
 	cfg.MaxConns = 20
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := db.Open(ctx, cfg)
 	if err != nil {
 		tb.Fatalf("dbtest: open pool on %s: %v", name, err)
 	}
@@ -159,10 +159,10 @@ func (s *server) init() error {
 	}
 	s.cfg = cfg
 	s.where = fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
-	if s.poolCfg, err = pgxpool.ParseConfig(s.rawURL); err != nil {
+	// As serve's pools: only a server that takes writes, AfterConnect.
+	if s.poolCfg, err = db.PoolConfig(s.rawURL); err != nil {
 		return fmt.Errorf("dbtest: parse DATABASE_URL as a pool config: %w", err)
 	}
-	s.poolCfg.AfterConnect = db.AfterConnect // as serve's pools
 
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()

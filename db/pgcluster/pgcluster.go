@@ -28,12 +28,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,6 +92,12 @@ type Config struct {
 	// CommandTimeout bounds each initdb or pg_ctl run. Default:
 	// DefaultCommandTimeout.
 	CommandTimeout time.Duration
+	// Settings are further server settings (name → value), passed to
+	// every start after Throwaway's, which they override: say
+	// synchronous_commit=on on a throwaway cluster, or
+	// synchronous_standby_names. A standby made by InitStandby does not
+	// inherit its primary's.
+	Settings map[string]string
 }
 
 // Cluster is one PostgreSQL cluster on this machine: its data directory
@@ -367,6 +375,9 @@ func (c *Cluster) startOn(ctx context.Context, port int) error {
 	}
 	if c.cfg.MaxConnections > 0 {
 		opts = append(opts, "-c max_connections="+strconv.Itoa(c.cfg.MaxConnections))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.cfg.Settings)) {
+		opts = append(opts, "-c "+shellQuote(name+"="+c.cfg.Settings[name]))
 	}
 	// Only what this start writes to the log is worth quoting on failure.
 	var logStart int64

@@ -19,7 +19,22 @@ import (
 // MaxConnections and CommandTimeout are used; the paths are set inside the
 // new directory (see Dir). Remove stops the cluster and deletes the
 // directory. If StartTemp fails, it leaves nothing behind.
-func StartTemp(ctx context.Context, logger *slog.Logger, parent string, cfg Config) (_ *Cluster, err error) {
+func StartTemp(ctx context.Context, logger *slog.Logger, parent string, cfg Config) (*Cluster, error) {
+	return startTemp(ctx, logger, parent, cfg, (*Cluster).Init)
+}
+
+// StartTempStandby is StartTemp for a standby of primary, a running
+// cluster on this machine: the data directory is a base backup of it
+// (InitStandby), and the server starts in hot standby, streaming from it.
+// Of cfg, Settings is used too; the primary's are not copied.
+func StartTempStandby(ctx context.Context, logger *slog.Logger, parent string, primary *Cluster, cfg Config) (*Cluster, error) {
+	return startTemp(ctx, logger, parent, cfg, func(c *Cluster, ctx context.Context) error { return c.InitStandby(ctx, primary) })
+}
+
+// startTemp makes the throwaway directory and cluster, fills the data
+// directory with initData and starts the server; on failure it leaves
+// nothing behind.
+func startTemp(ctx context.Context, logger *slog.Logger, parent string, cfg Config, initData func(*Cluster, context.Context) error) (_ *Cluster, err error) {
 	if parent == "" {
 		parent = os.TempDir()
 		if os.Geteuid() == 0 {
@@ -48,7 +63,7 @@ func StartTemp(ctx context.Context, logger *slog.Logger, parent string, cfg Conf
 		return nil, err
 	}
 	c.tempRoot = root
-	if err := c.Init(ctx); err != nil {
+	if err := initData(c, ctx); err != nil {
 		return nil, err
 	}
 	if err := c.Start(ctx, 0); err != nil {
