@@ -54,6 +54,13 @@ type scale struct {
 	pgDown    time.Duration // how long each outage lasts
 	pgPace    time.Duration // between two deliveries
 
+	// TestFailover, TestFailoverAsynchronous.
+	foPace   time.Duration // between two deliveries
+	foBefore time.Duration // load before the primary is killed (or replication stalled)
+	foOutage time.Duration // from the kill to the promotion
+	foAfter  time.Duration // load once the old primary is back as a standby
+	foStall  time.Duration // how long replication stalls before the kill (asynchronous)
+
 	// TestGitHubFaults.
 	faultIssues, faultPulls int
 	faultSettle             time.Duration // how long the runs may take to settle after the load
@@ -67,6 +74,8 @@ func chaosScale() scale {
 			killDeliveries: 300, kills: 20, killPace: 150 * time.Millisecond,
 			killGapMin: 500 * time.Millisecond, killGapMax: 3 * time.Second,
 			pgOutages: 5, pgDown: 12 * time.Second, pgPace: 100 * time.Millisecond,
+			foPace: 25 * time.Millisecond, foBefore: 20 * time.Second, foOutage: 5 * time.Second,
+			foAfter: 20 * time.Second, foStall: 3 * time.Second,
 			faultIssues: 60, faultPulls: 15, faultSettle: 10 * time.Minute,
 		}
 	}
@@ -74,6 +83,8 @@ func chaosScale() scale {
 		killDeliveries: 60, kills: 3, killPace: 120 * time.Millisecond,
 		killGapMin: 700 * time.Millisecond, killGapMax: 2500 * time.Millisecond,
 		pgOutages: 1, pgDown: 4 * time.Second, pgPace: 150 * time.Millisecond,
+		foPace: 60 * time.Millisecond, foBefore: 3 * time.Second, foOutage: 2 * time.Second,
+		foAfter: 3 * time.Second, foStall: 1500 * time.Millisecond,
 		faultIssues: 10, faultPulls: 3, faultSettle: time.Minute,
 	}
 }

@@ -104,6 +104,7 @@ func pullDelivery(t *testing.T, number int, head, headSHA string) delivery {
 type attempt struct {
 	Start, End time.Time
 	DeliveryID string
+	Base       string // the serve it went to
 	Status     int    // 0: no answer
 	Err        string // transport error, when Status is 0
 	Timeout    bool   // the client gave up waiting
@@ -249,6 +250,7 @@ func (s *sender) post(ctx context.Context, d delivery) (int, webhook.Response, e
 		s.res.record(a)
 	}()
 	base := s.base()
+	a.Base = base
 	if base == "" {
 		a.Err = "no serve listening"
 		return 0, webhook.Response{}, errors.New(a.Err)
