@@ -82,6 +82,11 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	srv, err := db.ReadServer(ctx, s.pool)
+	if err != nil && !db.ReadOnly(err) && ctx.Err() == nil {
+		// The pool's connection may be one its server cut (it died, or a
+		// failover is under way): a fresh one says why.
+		srv, err = db.ReadServerFresh(ctx, s.pool.Config())
+	}
 	switch {
 	case err != nil && db.ReadOnly(err):
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable",

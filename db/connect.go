@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -79,15 +80,16 @@ func sameFunc(a, b pgconn.ValidateConnectFunc) bool {
 // Open makes a pool from cfg (from PoolConfig), connecting lazily. A
 // connection of the pool, or of a listener made from the pool's Config,
 // that is told its server is read-only (SQLSTATE 25006: a primary demoted
-// while it runs) is closed, and so are the pool's other connections, which
-// are on the same server: the next ones are made afresh, on whichever host
-// takes writes then.
+// while it runs) or going away (57P01, 57P02) is closed, and so are the
+// pool's other connections, which are on the same server: the next ones
+// are made afresh, on whichever host takes writes then.
 func Open(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	cfg = cfg.Copy()
 	var self atomic.Pointer[pgxpool.Pool]
 	next := cfg.ConnConfig.OnPgError
 	cfg.ConnConfig.OnPgError = func(c *pgconn.PgConn, pgErr *pgconn.PgError) bool {
-		if pgErr.Code == readOnlyTransaction {
+		switch pgErr.Code {
+		case readOnlyTransaction, adminShutdown, crashShutdown:
 			if p := self.Load(); p != nil {
 				// Reset closes idle connections now and the acquired
 				// ones (this one too) when they are released.
@@ -105,9 +107,16 @@ func Open(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// readOnlyTransaction is SQLSTATE 25006, read_only_sql_transaction: a write
-// on a read-only server.
-const readOnlyTransaction = "25006"
+const (
+	// readOnlyTransaction is SQLSTATE 25006, read_only_sql_transaction: a
+	// write on a read-only server.
+	readOnlyTransaction = "25006"
+	// adminShutdown and crashShutdown (57P01, 57P02) end a session when its
+	// server shuts down or its postmaster dies: the pool's other sessions
+	// on it end too.
+	adminShutdown = "57P01"
+	crashShutdown = "57P02"
+)
 
 // ReadOnly reports whether err says the server is read-only: a connection
 // that found no host taking writes (each one that answered was a standby,
@@ -145,6 +154,18 @@ type Server struct {
 	Durability Durability
 	// The settings Durability is read from, as this session sees them.
 	SynchronousStandbyNames, SynchronousCommit string
+}
+
+// ReadServerFresh is ReadServer on a connection of its own, made with
+// cfg's settings and closed after: it says what a new connection of the
+// pool would find, where the pool's own may be cut already.
+func ReadServerFresh(ctx context.Context, cfg *pgxpool.Config) (Server, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
+	if err != nil {
+		return Server{}, fmt.Errorf("connect to read the database server's state: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return ReadServer(ctx, conn)
 }
 
 // ReadServer asks the server one of pool's connections is on what it is.

@@ -244,10 +244,12 @@ func TestFailover(t *testing.T) {
 
 	time.Sleep(sc.foBefore)
 	before := answersBetween(res, "", time.Time{}, time.Now())
-	killAt := time.Now()
 	if err := primary.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	// Once Kill returns every server process is gone: what was answered
+	// 2xx by then was committed before.
+	killAt := time.Now()
 	readyzDuring := map[string]int{}
 	for time.Since(killAt) < sc.foOutage {
 		for i, p := range procs {
@@ -396,16 +398,16 @@ func TestFailoverAsynchronous(t *testing.T) {
 	}
 	stallAt := time.Now()
 	time.Sleep(sc.foStall)
-	close(stopFeeding)
-	killAt := time.Now()
 	if err := primary.Kill(); err != nil { // the stopped sender with it
 		t.Fatal(err)
 	}
+	killAt := time.Now()
 	if err := standby.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
 	readyAfter, deliveredAfter := untilBack(res, p.base, promoted)
+	close(stopFeeding)
 	sent := <-loadDone
 
 	pool := openPool(t, standby.URL("postgres"))
