@@ -1,5 +1,9 @@
 // Package db owns gitlease's PostgreSQL schema: the embedded migrations, the
-// sqlc queries (generated into db/dbq) and Migrate, which applies them.
+// sqlc queries (generated into db/dbq) and Migrate, which applies them; and
+// how gitlease connects: PoolConfig and Open make every pool and listening
+// connection, which only ever use a server that takes writes, and
+// ReadServer says whether a server is read-only and how durable a commit
+// acknowledged to gitlease is.
 package db
 
 import (

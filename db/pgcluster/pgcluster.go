@@ -1,6 +1,8 @@
 // Package pgcluster supervises a local PostgreSQL cluster: it finds the
 // server binaries, initialises a data directory once, starts the server on
-// a port of 127.0.0.1, reuses one that is already running, and stops it. It
+// a port of 127.0.0.1, reuses one that is already running, and stops it;
+// for the failover tests it also makes a standby of another cluster
+// (pg_basebackup -R), promotes it, and kills a server as a crash would. It
 // is the one implementation that `gitlease dev`, the tests' database
 // (scripts/with-postgres, through db/pgcluster/withpg) and the chaos tests
 // use; docs/configuration.md says how the binaries are found.

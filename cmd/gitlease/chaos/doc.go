@@ -14,6 +14,18 @@
 //     the test owns under serve: webhook deliveries answer 503 and /readyz is
 //     503 while it is down, both recover without restarting serve, and
 //     nothing is lost.
+//   - TestFailover runs two serve on a primary with a synchronous standby
+//     (made with pg_basebackup through db/pgcluster), one naming the
+//     primary first with target_session_attrs=read-write, one the standby
+//     first without, kills the primary with SIGKILL under load, promotes
+//     the standby and brings the old primary back as a standby: only 503s
+//     during the switch, 2xx again within 5 s without a restart, every
+//     delivery acked before the kill on the new primary, nothing doubled.
+//   - TestFailoverAsynchronous does the same with an asynchronous standby
+//     whose replication is stalled before the kill, and counts the acked
+//     deliveries lost (/readyz said durability "local").
+//   - TestStandbyAlone runs serve on a standby only: /readyz 503 and
+//     deliveries 503 until it is promoted.
 //   - TestGitHubFaults runs one workload against a healthy fake GitHub and
 //     against one failing 30% of calls and rate-limiting, and requires the
 //     same final state.
