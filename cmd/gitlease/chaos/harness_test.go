@@ -74,8 +74,10 @@ func chaosScale() scale {
 			killDeliveries: 300, kills: 20, killPace: 150 * time.Millisecond,
 			killGapMin: 500 * time.Millisecond, killGapMax: 3 * time.Second,
 			pgOutages: 5, pgDown: 12 * time.Second, pgPace: 100 * time.Millisecond,
-			foPace: 25 * time.Millisecond, foBefore: 20 * time.Second, foOutage: 5 * time.Second,
-			foAfter: 20 * time.Second, foStall: 3 * time.Second,
+			// About 500 issues: each costs the fake GitHub's installation
+			// about 7 calls of its 5000 an hour.
+			foPace: 40 * time.Millisecond, foBefore: 8 * time.Second, foOutage: 5 * time.Second,
+			foAfter: 8 * time.Second, foStall: 3 * time.Second,
 			faultIssues: 60, faultPulls: 15, faultSettle: 10 * time.Minute,
 		}
 	}
