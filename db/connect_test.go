@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,4 +238,35 @@ func TestWritableHostOfACluster(t *testing.T) {
 		}
 	}
 	t.Logf("every pool on the promoted standby %s after the promotion", time.Since(promoted).Round(time.Millisecond))
+}
+
+// FuzzPoolConfig: DATABASE_URL is the operator's text. PoolConfig never
+// panics on it, and what it refuses it refuses without quoting it (it may
+// hold a password); what it takes checks every connection's server.
+func FuzzPoolConfig(f *testing.F) {
+	for _, s := range []string{
+		"postgres://u:secret@a:5432,b:5433/db?sslmode=disable",
+		"postgres://u@a,b/db?target_session_attrs=standby",
+		"host=a,b port=5432,5433 user=u password=secret target_session_attrs=read-write",
+		"postgresql:///db?host=/tmp&pool_max_conns=3",
+		"postgres://u@[::1/x", "", "host=",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cfg, err := db.PoolConfig(s)
+		if err != nil {
+			var uerr *db.URLError
+			if !errors.As(err, &uerr) {
+				t.Fatalf("PoolConfig(%q): %v, not a URLError", s, err)
+			}
+			if msg := err.Error(); msg != "not a valid Postgres connection string" && !strings.HasPrefix(msg, "target_session_attrs must be") {
+				t.Fatalf("PoolConfig(%q): %q, not one of its fixed problems (it may quote the string)", s, msg)
+			}
+			return
+		}
+		if cfg.ConnConfig.ValidateConnect == nil {
+			t.Fatalf("PoolConfig(%q) checks no connection", s)
+		}
+	})
 }
