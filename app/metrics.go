@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gitlease/gitlease/app/outbox"
-	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/db"
+	"github.com/gitlease/gitlease/queue"
 )
 
 // Metrics are gitlease's Prometheus metrics, on a registry of their own (no
