@@ -390,3 +390,61 @@ func waitReady(t *testing.T, base string, within time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// readyzAnswer is what GET /readyz says.
+type readyzAnswer struct {
+	Status     int    `json:"-"`
+	Reason     string `json:"reason"`
+	Durability string `json:"durability"`
+}
+
+// getReadyz asks base/readyz (Status 0 when no answer came).
+func getReadyz(client *http.Client, base string) readyzAnswer {
+	resp, err := client.Get(base + "/readyz")
+	if err != nil {
+		return readyzAnswer{Reason: err.Error()}
+	}
+	defer resp.Body.Close()
+	var a readyzAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	a.Status = resp.StatusCode
+	return a
+}
+
+// answersBetween counts the attempts to base ("" any) that started at or
+// after from and ended before to, by answer.
+func answersBetween(res *loadResult, base string, from, to time.Time) map[string]int {
+	out := map[string]int{}
+	for _, a := range res.Attempts() {
+		if !a.Start.Before(from) && a.End.Before(to) && (base == "" || a.Base == base) {
+			out[a.answer()]++
+		}
+	}
+	return out
+}
+
+// untilBack measures, after t0, how long until base/readyz answers 200 and
+// until an attempt to base started after t0 is answered 2xx; -1 for what
+// does not happen within a minute.
+func untilBack(res *loadResult, base string, t0 time.Time) (readyAfter, deliveredAfter time.Duration) {
+	probe := &http.Client{Timeout: 5 * time.Second}
+	readyAfter, deliveredAfter = -1, -1
+	for time.Since(t0) < time.Minute && (readyAfter < 0 || deliveredAfter < 0) {
+		if readyAfter < 0 {
+			if getReadyz(probe, base).Status == http.StatusOK {
+				readyAfter = time.Since(t0)
+			}
+		}
+		if deliveredAfter < 0 {
+			for _, a := range res.Attempts() {
+				if a.Base == base && !a.Start.Before(t0) && a.Status >= 200 && a.Status < 300 {
+					if d := a.End.Sub(t0); deliveredAfter < 0 || d < deliveredAfter {
+						deliveredAfter = d
+					}
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return readyAfter, deliveredAfter
+}

@@ -165,19 +165,24 @@ func (r *loadResult) Attempts() []attempt {
 	return append([]attempt(nil), r.attempts...)
 }
 
-// Summary counts the attempts by answer: HTTP status, "timeout" or
+// answer is how the attempt was answered: its HTTP status, "timeout" or
 // "transport error".
+func (a attempt) answer() string {
+	switch {
+	case a.Timeout:
+		return "timeout"
+	case a.Status == 0:
+		return "transport error"
+	default:
+		return strconv.Itoa(a.Status)
+	}
+}
+
+// Summary counts the attempts by answer.
 func (r *loadResult) Summary() map[string]int {
 	out := map[string]int{}
 	for _, a := range r.Attempts() {
-		switch {
-		case a.Timeout:
-			out["timeout"]++
-		case a.Status == 0:
-			out["transport error"]++
-		default:
-			out[strconv.Itoa(a.Status)]++
-		}
+		out[a.answer()]++
 	}
 	return out
 }

@@ -101,42 +101,13 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		}
 
 		// While it was down: only 503s, each within the client's 5 s.
-		during := map[string]int{}
-		for _, a := range res.Attempts() {
-			if a.Start.Before(down) || a.End.After(upFrom) {
-				continue
-			}
-			switch {
-			case a.Timeout:
-				during["timeout"]++
-			case a.Status == 0:
-				during["transport error"]++
-			default:
-				during[strconv.Itoa(a.Status)]++
-			}
-		}
+		during := answersBetween(res, "", down, upFrom)
 		if during["503"] == 0 || len(during) != 1 {
 			t.Errorf("outage %d: webhook answers while Postgres was down: %v, want only 503s (and some)", o, during)
 		}
 
 		// Back: /readyz 200 and a delivery sent after the restart answered 2xx.
-		readyAfter, deliveredAfter := time.Duration(-1), time.Duration(-1)
-		for time.Since(up) < time.Minute && (readyAfter < 0 || deliveredAfter < 0) {
-			if readyAfter < 0 {
-				if status, _ := getStatus(probe, p.base+"/readyz"); status == http.StatusOK {
-					readyAfter = time.Since(up)
-				}
-			}
-			if deliveredAfter < 0 {
-				for _, a := range res.Attempts() {
-					if !a.Start.Before(up) && a.Status >= 200 && a.Status < 300 {
-						deliveredAfter = a.End.Sub(up)
-						break
-					}
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		readyAfter, deliveredAfter := untilBack(res, p.base, up)
 		if readyAfter < 0 {
 			t.Errorf("outage %d: /readyz not 200 within a minute of Postgres being back", o)
 		}
