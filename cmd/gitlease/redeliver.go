@@ -71,7 +71,7 @@ func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if gh == nil {
 		return &configError{Setting: "GITHUB_APP_ID", Problem: "redeliver reads GitHub's delivery log as the App: set GITHUB_APP_ID and GITHUB_PRIVATE_KEY"}
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, false, logger)
+	pool, _, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, false, logger)
 	if err != nil {
 		return err
 	}

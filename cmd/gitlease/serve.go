@@ -73,7 +73,7 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer, logger *sl
 	if err != nil {
 		return err
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, false, logger)
+	pool, _, err := openMigrated(ctx, cfg.DatabaseURL, true, false, logger)
 	if err != nil {
 		return err
 	}
@@ -84,53 +84,53 @@ func runMigrate(ctx context.Context, args []string, stderr io.Writer, logger *sl
 // openMigrated opens the pool and, when migrate is set, applies the
 // migrations first, as every command that talks to the queue starts. With
 // waitWritable (serve), a database with no writable primary yet is not an
-// error: the migrations are applied in the background once a host takes
-// writes, until ctx ends.
-func openMigrated(ctx context.Context, url string, migrate, waitWritable bool, logger *slog.Logger) (*pgxpool.Pool, error) {
+// error: deferred then says the migrations are still to be applied, which
+// deferredMigrations does once a host takes writes.
+func openMigrated(ctx context.Context, url string, migrate, waitWritable bool, logger *slog.Logger) (_ *pgxpool.Pool, deferred bool, _ error) {
 	pool, err := openPool(ctx, url)
 	if err != nil && !(waitWritable && db.ReadOnly(err)) {
 		if pool != nil {
 			pool.Close()
 		}
-		return nil, err
+		return nil, false, err
 	}
 	if err != nil {
 		logger.Warn("no writable primary among DATABASE_URL's hosts: serving 503 until one is promoted", "err", err)
-		if migrate {
-			go migrateWhenWritable(ctx, pool, logger)
-		}
-		return pool, nil
+		return pool, migrate, nil
 	}
 	if migrate {
 		n, err := db.Migrate(ctx, pool)
 		if err != nil {
 			pool.Close()
-			return nil, err
+			return nil, false, err
 		}
 		logger.Info("migrations applied", "count", n)
 	}
-	return pool, nil
+	return pool, false, nil
 }
 
-// migrateWhenWritable applies the migrations once pool reaches a server
-// that takes writes, retrying with backoff until then or until ctx ends.
-func migrateWhenWritable(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) {
-	retry := &backoff.ExponentialBackOff{InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2,
-		Multiplier: 2, MaxInterval: 4 * time.Second}
-	n, err := backoff.Retry(ctx, func() (int, error) {
-		n, err := db.Migrate(ctx, pool)
-		if err != nil && !db.ReadOnly(err) {
-			logger.Warn("migrations not applied yet; retrying", "err", err)
+// deferredMigrations is the service that applies the migrations once pool
+// reaches a server that takes writes, retrying with backoff until then or
+// until it is stopped.
+func deferredMigrations(pool *pgxpool.Pool, logger *slog.Logger) service.Member {
+	var s service.Service
+	migrate := func(ctx context.Context) {
+		retry := &backoff.ExponentialBackOff{InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2,
+			Multiplier: 2, MaxInterval: 4 * time.Second}
+		n, err := backoff.Retry(ctx, func() (int, error) {
+			n, err := db.Migrate(ctx, pool)
+			if err != nil && !db.ReadOnly(err) && ctx.Err() == nil {
+				logger.Warn("migrations not applied yet; retrying", "err", err)
+			}
+			return n, err
+		}, backoff.WithBackOff(retry), backoff.WithMaxElapsedTime(0))
+		if err == nil {
+			logger.Info("migrations applied", "count", n)
 		}
-		return n, err
-	}, backoff.WithBackOff(retry), backoff.WithMaxElapsedTime(0))
-	if err != nil {
-		if ctx.Err() == nil {
-			logger.Error("migrations not applied", "err", err)
-		}
-		return
 	}
-	logger.Info("migrations applied", "count", n)
+	return service.Member{Name: "deferred migrations",
+		Start: func(ctx context.Context) error { return s.Start(ctx, migrate) },
+		Stop:  func(context.Context) error { s.Stop(); return nil }}
 }
 
 // serveGCPercent is serve's garbage-collection target unless GOGC is set:
@@ -160,7 +160,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		return err
 	}
 	warnRootWorker(logger, os.Geteuid(), cfg)
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, true, logger)
+	pool, migrateLater, err := openMigrated(ctx, cfg.DatabaseURL, cfg.Migrate, true, logger)
 	if err != nil {
 		return err
 	}
@@ -178,6 +178,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	// serve's services, started in this order once everything is built
 	// and stopped in the reverse order (docs/workers.md, "Shutdown").
 	var services service.Group
+	if migrateLater {
+		services.Add(deferredMigrations(pool, logger))
+	}
 	services.Add(service.Of("work notifier", notifier), service.Of("outbox notifier", outboxNotifier))
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release.
@@ -306,7 +309,7 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return err
 	}
-	pool, err := openMigrated(ctx, cfg.DatabaseURL, true, false, logger)
+	pool, _, err := openMigrated(ctx, cfg.DatabaseURL, true, false, logger)
 	if err != nil {
 		return err
 	}

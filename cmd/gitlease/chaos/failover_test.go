@@ -380,7 +380,8 @@ func TestFailoverAsynchronous(t *testing.T) {
 // standby: serve starts, /readyz is 503 saying there is no writable
 // primary, every delivery is answered 503 and none is recorded; once the
 // primary is gone and the standby promoted, serve answers /readyz 200 and
-// deliveries 2xx within 5 s, without a restart.
+// deliveries 2xx within 5 s, without a restart, and applies the migrations
+// it could not apply at start.
 func TestStandbyAlone(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -444,6 +445,13 @@ func TestStandbyAlone(t *testing.T) {
 		answers, readyAfter.Round(time.Millisecond), deliveredAfter.Round(time.Millisecond))
 	if readyAfter < 0 || readyAfter > 5*time.Second || deliveredAfter < 0 || deliveredAfter > 5*time.Second {
 		t.Errorf("after the promotion: /readyz 200 after %s, a 2xx after %s; want both within 5 s (-1: not within a minute)", readyAfter, deliveredAfter)
+	}
+	// serve could not migrate at start; it does once a host takes writes.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.tail(1000), `"msg":"migrations applied"`); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("serve did not apply its migrations within 30 s of the promotion")
+			break
+		}
 	}
 	pool := openPool(t, standby.URL("postgres"))
 	recorded := recordedDeliveries(t, pool)
