@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -152,7 +151,7 @@ type Handler struct {
 	cfg      HandlerConfig
 	budget   *bodyBudget
 	group    *committer // nil: every delivery alone
-	bodies   bodyPool
+	bodies   chunkPool
 }
 
 // NewHandler returns the webhook endpoint over store, verifying with
@@ -206,13 +205,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	metered := newMeteredBody(w, http.MaxBytesReader(w, r.Body, MaxBody), h.budget, lg.start)
 	defer metered.close()
-	// Sized from Content-Length (GitHub always sends it) up to what the
-	// pool keeps, so a claimed size costs no memory before its bytes come.
-	buf := h.bodies.get(int(max(0, min(r.ContentLength, pooledBodyMax))) + bytes.MinRead)
 	// Nothing of a delivery refers to its body once it is answered: the
 	// parse copies what it keeps.
-	defer h.bodies.put(buf)
-	body, status, msg := readBody(w, metered, buf)
+	raw := h.bodies.body()
+	defer raw.release()
+	status, msg := readBody(w, metered, raw)
 	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
 	lg.add(slog.String("delivery_id", Echoable(deliveryID)), slog.String("event", Echoable(event)))
 	if status != 0 {
@@ -223,11 +220,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, lg, http.StatusBadRequest, Echoable(deliveryID), msg)
 		return
 	}
-	secretIndex, err := h.verifier.Verify(r.Header.Get(SignatureHeader), body)
+	// Verified chunk by chunk: a body without the secret is never copied.
+	secretIndex, err := h.verifier.VerifyParts(r.Header.Get(SignatureHeader), raw.parts()...)
 	if err != nil {
 		h.reject(w, lg, http.StatusUnauthorized, deliveryID, err.Error())
 		return
 	}
+	body := raw.bytes()
 	payload, err := DecodeBody(r.Header.Get("Content-Type"), body)
 	if err != nil {
 		h.reject(w, lg, http.StatusBadRequest, deliveryID, err.Error())
@@ -337,28 +336,24 @@ func (h *Handler) answered(outcome string) {
 }
 
 // readBody reads the metered request body (at most MaxBody bytes) into
-// *into, which keeps the buffer if it had to grow. A non-zero status means
-// the body was refused: 413 over MaxBody, 503 past the body budget, 408
-// for a sender too slow (its connection is closed after the answer), 400
-// for any other read failure.
-func readBody(w http.ResponseWriter, r io.Reader, into *[]byte) ([]byte, int, string) {
-	buf := bytes.NewBuffer((*into)[:0])
-	_, err := buf.ReadFrom(r)
-	body := buf.Bytes()
-	*into = body[:0]
+// into. A non-zero status means the body was refused: 413 over MaxBody,
+// 503 past the body budget, 408 for a sender too slow (its connection is
+// closed after the answer), 400 for any other read failure.
+func readBody(w http.ResponseWriter, r io.Reader, into *chunks) (int, string) {
+	err := into.readFrom(r)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, http.StatusRequestEntityTooLarge, "body larger than 25 MiB"
+		return http.StatusRequestEntityTooLarge, "body larger than 25 MiB"
 	case errors.Is(err, errBudget):
-		return nil, http.StatusServiceUnavailable, errBudget.Error()
+		return http.StatusServiceUnavailable, errBudget.Error()
 	case errors.Is(err, errTooSlow):
 		w.Header().Set("Connection", "close")
-		return nil, http.StatusRequestTimeout, errTooSlow.Error() + " after its first second: cut off"
+		return http.StatusRequestTimeout, errTooSlow.Error() + " after its first second: cut off"
 	case err != nil:
-		return nil, http.StatusBadRequest, "could not read the request body"
+		return http.StatusBadRequest, "could not read the request body"
 	}
-	return body, 0, ""
+	return 0, ""
 }
 
 // MaxEchoedHeader is the most of a request header's value the intake

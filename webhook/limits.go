@@ -189,29 +189,84 @@ func (m *meteredBody) close() {
 	m.n = 0
 }
 
-// pooledBodyMax is the largest body buffer kept for reuse: ordinary
-// deliveries are tens of KiB, and a 25 MiB one is not worth holding.
-const pooledBodyMax = 256 << 10
+// chunkSize is the unit a webhook body is read in: an ordinary delivery
+// (tens of KiB) fits one chunk, and a body holds at most one chunk more
+// than the bytes that have arrived.
+const chunkSize = 64 << 10
 
-// bodyPool keeps read buffers of bodies for the next deliveries. A body is
-// the largest allocation of a delivery, and the garbage collector's share
-// of serve's CPU follows the bytes allocated per delivery.
-type bodyPool struct{ p sync.Pool }
+// chunkPool keeps body chunks for the next deliveries: a body is the
+// largest allocation of a delivery, and the garbage collector's share of
+// serve's CPU follows the bytes allocated per delivery. Reading in
+// reused chunks rather than a buffer grown by doubling also leaves no
+// garbage behind a body being read, so a flood of large bodies costs
+// what the budget admits, not a multiple of it.
+type chunkPool struct{ p sync.Pool }
 
-// get returns an empty buffer with room for at least n bytes.
-func (bp *bodyPool) get(n int) *[]byte {
-	if b, ok := bp.p.Get().(*[]byte); ok && cap(*b) >= n {
-		return b
-	}
-	b := make([]byte, 0, max(n, 32<<10))
-	return &b
+// chunks is one body being read: its bytes in order, n in all.
+type chunks struct {
+	pool *chunkPool
+	list []*[chunkSize]byte
+	n    int
 }
 
-// put keeps b for a later get, unless it is too large to be worth keeping.
-// Nothing may use *b afterwards.
-func (bp *bodyPool) put(b *[]byte) {
-	if cap(*b) <= pooledBodyMax {
-		*b = (*b)[:0]
-		bp.p.Put(b)
+func (cp *chunkPool) body() *chunks { return &chunks{pool: cp} }
+
+// readFrom reads r to its end (io.EOF), appending chunks as they fill.
+func (c *chunks) readFrom(r io.Reader) error {
+	for {
+		off := c.n - (len(c.list)-1)*chunkSize
+		if len(c.list) == 0 || off == chunkSize {
+			ch, ok := c.pool.p.Get().(*[chunkSize]byte)
+			if !ok {
+				ch = new([chunkSize]byte)
+			}
+			c.list, off = append(c.list, ch), 0
+		}
+		k, err := r.Read(c.list[len(c.list)-1][off:])
+		c.n += k
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
 	}
+}
+
+// parts are the body's bytes, chunk by chunk, valid until release.
+func (c *chunks) parts() [][]byte {
+	ps := make([][]byte, len(c.list))
+	rest := c.n
+	for i, ch := range c.list {
+		ps[i] = ch[:min(rest, chunkSize)]
+		rest -= len(ps[i])
+	}
+	return ps
+}
+
+// bytes returns the body in one slice: the chunk itself for a body of one
+// chunk (valid until release), else a copy, after which the chunks go
+// back to the pool.
+func (c *chunks) bytes() []byte {
+	if len(c.list) <= 1 {
+		if len(c.list) == 0 {
+			return nil
+		}
+		return c.list[0][:c.n]
+	}
+	b := make([]byte, 0, c.n)
+	for _, p := range c.parts() {
+		b = append(b, p...)
+	}
+	c.release()
+	return b
+}
+
+// release gives the chunks back to the pool; nothing may use the parts
+// or a one-chunk bytes afterwards.
+func (c *chunks) release() {
+	for _, ch := range c.list {
+		c.pool.p.Put(ch)
+	}
+	c.list, c.n = nil, 0
 }

@@ -3,10 +3,10 @@ package webhook_test
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"net"
 	"sync"
 	"testing"
 	"time"

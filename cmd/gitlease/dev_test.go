@@ -143,7 +143,6 @@ func TestDev(t *testing.T) {
 	if !strings.Contains(out.String(), "GITHUB_WEBHOOK_SECRET="+state.WebhookSecret+" ") {
 		t.Errorf("the banner's deliver command does not set GITHUB_WEBHOOK_SECRET")
 	}
-	pasteDevDeliver(t, bin, out.String())
 	// The cluster trusts no one: without dev.json's password a local user
 	// cannot log in as postgres.
 	for _, pw := range []string{"", "wrong"} {
@@ -219,6 +218,8 @@ func TestDev(t *testing.T) {
 			t.Fatalf("within 30s of the delivery: item %s leased: %v; no dry-run GitHub call logged for: %v", entryID, leased, missing)
 		}
 	}
+	// The same delivery again, as the banner's command sends it.
+	pasteDevDeliver(t, bin, out.String())
 
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatalf("send SIGINT: %v", err)
@@ -323,7 +324,7 @@ next:
 // pasteDevDeliver runs the deliver line of dev's banner with sh, as a
 // developer pasting it would, from the repository root (where its payload
 // path points), with bin standing for the command's name, and checks the
-// delivery was accepted.
+// delivery was answered 2xx.
 func pasteDevDeliver(t *testing.T, bin, banner string) {
 	t.Helper()
 	var line string
@@ -341,7 +342,7 @@ func pasteDevDeliver(t *testing.T, bin, banner string) {
 	sh.Dir = "../.."
 	sh.Env = devTestEnv()
 	out, err := sh.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "HTTP 202") {
+	if err != nil || !strings.HasPrefix(string(out), "HTTP 20") {
 		t.Errorf("the banner's deliver command, pasted: %v\n%s", err, out)
 	}
 }
