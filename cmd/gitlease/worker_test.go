@@ -207,11 +207,11 @@ func TestWorkerCommandSettings(t *testing.T) {
 		env  []string
 		want string // in the output of a worker that stops at start
 	}{
-		{"unknown worker user", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_WORKER_USER=no-such-user-4711"},
+		{"unknown worker user", []string{"GITLEASE_RPC_TOKEN=some-token-0123456789", "GITLEASE_WORKER_USER=no-such-user-4711"},
 			`gitlease: GITLEASE_WORKER_USER: no user "no-such-user-4711" on this machine`},
-		{"worker env with a value", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_WORKER_ENV=A=b"},
+		{"worker env with a value", []string{"GITLEASE_RPC_TOKEN=some-token-0123456789", "GITLEASE_WORKER_ENV=A=b"},
 			`gitlease: GITLEASE_WORKER_ENV: "A=b" is not a variable name`},
-		{"token and its file", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_RPC_TOKEN_FILE=" + right},
+		{"token and its file", []string{"GITLEASE_RPC_TOKEN=some-token-0123456789", "GITLEASE_RPC_TOKEN_FILE=" + right},
 			"gitlease: GITLEASE_RPC_TOKEN: set either it or GITLEASE_RPC_TOKEN_FILE, not both"},
 		{"wrong token from a file", []string{"GITLEASE_RPC_TOKEN_FILE=" + wrong}, "401"},
 	}
