@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +24,12 @@ const MaxRPCBody = 10 << 20
 
 // ServerConfig configures the HTTP surface.
 type ServerConfig struct {
-	// RPCToken is the bearer token /rpc requires; empty disables /rpc.
+	// RPCToken is the bearer token of /rpc that may call every method.
 	RPCToken Secret
+	// RPCWorkerToken is the bearer token of /rpc that may call only what
+	// a worker needs (rpc.WorkerMethod). With neither token /rpc is
+	// disabled.
+	RPCWorkerToken Secret
 	// SelfLoggedRoutes are routes whose handler writes the one log line of
 	// each request itself, with its status (the webhook intake's delivery
 	// line): the request log writes none for them.
@@ -111,14 +116,18 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "schema_version": st.Current, "durability": srv.Durability})
 }
 
-// handleRPC serves the queue JSON-RPC API behind a bearer token.
+// handleRPC serves the queue JSON-RPC API behind a bearer token. With the
+// worker token, a body naming any method a worker does not need is refused
+// whole (403) before any of it runs.
 func (s *Server) handleRPC(c echo.Context) error {
-	if s.cfg.RPCToken == "" {
-		return c.JSON(http.StatusNotFound, map[string]string{"error": "/rpc is disabled: set GITLEASE_RPC_TOKEN to enable it"})
+	if s.cfg.RPCToken == "" && s.cfg.RPCWorkerToken == "" {
+		return c.JSON(http.StatusNotFound, map[string]string{"error": "/rpc is disabled: set GITLEASE_RPC_TOKEN or GITLEASE_RPC_WORKER_TOKEN to enable it"})
 	}
 	auth := c.Request().Header.Get(echo.HeaderAuthorization)
 	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.RPCToken)) != 1 {
+	full := ok && tokenIs(token, s.cfg.RPCToken)
+	worker := ok && !full && tokenIs(token, s.cfg.RPCWorkerToken)
+	if !full && !worker {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gitlease"`)
 		return c.JSON(http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
 	}
@@ -129,9 +138,30 @@ func (s *Server) handleRPC(c echo.Context) error {
 	if len(body) > MaxRPCBody {
 		return c.JSON(http.StatusRequestEntityTooLarge, map[string]string{"error": "request body larger than 10 MiB"})
 	}
+	if worker {
+		for _, m := range rpc.PayloadMethods(body) {
+			if !rpc.WorkerMethod(m) {
+				return c.JSON(http.StatusForbidden, map[string]string{"error": "the worker token (GITLEASE_RPC_WORKER_TOKEN) may not call " + strconv.Quote(cut(m, 128)) + "; nothing in this request ran"})
+			}
+		}
+	}
 	out := s.rpc.ServeJSONRPC(c.Request().Context(), body)
 	if out == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, out)
+}
+
+// tokenIs compares a presented token with a configured one in constant
+// time; an unconfigured token matches nothing.
+func tokenIs(got string, want Secret) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// cut shortens s to at most n bytes, for what an answer echoes of a request.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

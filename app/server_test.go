@@ -110,3 +110,45 @@ func TestHealthAndReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestRPCWorkerToken: the worker token passes the methods a worker needs
+// and is refused 403 for every other, alone, in a batch beside allowed
+// ones, or as a notification; the full token passes everything.
+func TestRPCWorkerToken(t *testing.T) {
+	t.Parallel()
+	const full, worker = "full-token-0123456789", "worker-token-0123456789"
+	pool := dbtest.New(t)
+	h := rpc.NewHandler(queue.NewStore(pool, queue.Config{}), "test", nil)
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: full, RPCWorkerToken: worker}, pool, h, nil))
+	t.Cleanup(srv.Close)
+	call := func(m string) string { return `{"jsonrpc":"2.0","id":1,"method":"` + m + `","params":{}}` }
+	allowed := []string{rpc.MethodV2Lease, rpc.MethodV2Renew, rpc.MethodV2Recover, rpc.MethodV2Completion, rpc.MethodCompletion,
+		rpc.MethodV2ReleasePending, rpc.MethodEntryGet, rpc.MethodStats, rpc.MethodHealthCheck}
+	for _, m := range allowed {
+		if code, body := post(t, srv.URL+"/rpc", "Bearer "+worker, call(m)); code != http.StatusOK {
+			t.Errorf("worker token, %s: %d %s, want 200", m, code, body)
+		}
+	}
+	for _, m := range rpc.Methods() {
+		if rpc.WorkerMethod(m) {
+			continue
+		}
+		for name, body := range map[string]string{
+			"alone":        call(m),
+			"in a batch":   "[" + call(rpc.MethodStats) + "," + call(m) + "]",
+			"notification": `{"jsonrpc":"2.0","method":"` + m + `"}`,
+		} {
+			if code, _ := post(t, srv.URL+"/rpc", "Bearer "+worker, body); code != http.StatusForbidden {
+				t.Errorf("worker token, %s %s: %d, want 403", m, name, code)
+			}
+		}
+		if code, _ := post(t, srv.URL+"/rpc", "Bearer "+full, call(m)); code == http.StatusForbidden || code == http.StatusUnauthorized {
+			t.Errorf("full token, %s: %d", m, code)
+		}
+	}
+	for _, m := range []string{rpc.MethodInitialize, rpc.MethodPing, rpc.MethodShutdown, "no/such/method"} {
+		if code, _ := post(t, srv.URL+"/rpc", "Bearer "+worker, call(m)); code != http.StatusForbidden {
+			t.Errorf("worker token, %s: %d, want 403", m, code)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 // owners maps each query file to the tables its package owns (SPEC §2):
 // only the owner's queries write a table or read it whole (SELECT *,
 // RETURNING *, sqlc.embed), so a column change touches one package. The
-// dashboard's ui.sql owns nothing and names every column it reads.
+// dashboard's ui.sql owns nothing and names every column it reads; its
+// ui_sessions.sql owns the dashboard's own session state.
 var owners = map[string][]string{
 	"work_items.sql":   {"work_items", "work_item_audit", "subject_generations", "work_item_lease_candidates"}, // queue
 	"deliveries.sql":   {"deliveries"},                                                                         // webhook
@@ -20,6 +21,7 @@ var owners = map[string][]string{
 	"redeliveries.sql": {"redeliveries", "redelivery_scans"},                                                   // app/redeliver
 	"ui.sql":           nil,                                                                                    // app/ui, read-only
 	"server.sql":       nil,                                                                                    // db: the server's settings, no table
+	"ui_sessions.sql":  {"ui_signed_out", "ui_login_failures"},                                                 // app/ui
 }
 
 var (
@@ -99,6 +101,7 @@ var callers = map[string]string{
 	"redeliveries.sql": "app/redeliver",
 	"ui.sql":           "app/ui",
 	"server.sql":       "db",
+	"ui_sessions.sql":  "app/ui",
 }
 
 func TestQueriesAreCalledOnlyByTheirPackage(t *testing.T) {

@@ -1,16 +1,17 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5"
@@ -35,9 +36,10 @@ const (
 const (
 	// maxEventLen and maxDeliveryLen bound the header values stored; GitHub's
 	// are a short event name and a UUID. A delivery ID is also the queue's
-	// idempotency key, which is at most 256 characters.
+	// idempotency key, and one longer than what an answer or a log may
+	// echo of it is refused.
 	maxEventLen    = 100
-	maxDeliveryLen = 256
+	maxDeliveryLen = MaxEchoedHeader
 )
 
 // Outcome is what the intake did with a verified delivery (docs/webhook.md).
@@ -150,7 +152,7 @@ type Handler struct {
 	cfg      HandlerConfig
 	budget   *bodyBudget
 	group    *committer // nil: every delivery alone
-	bodies   bodyPool
+	bodies   chunkPool
 }
 
 // NewHandler returns the webhook endpoint over store, verifying with
@@ -196,33 +198,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, lg, http.StatusMethodNotAllowed, "", "webhook deliveries are POSTed")
 		return
 	}
-	release, status, msg := h.budget.admit(r)
-	if status != 0 {
-		lg.add(slog.String("delivery_id", r.Header.Get(DeliveryHeader)))
-		h.reject(w, lg, status, r.Header.Get(DeliveryHeader), msg)
-		return
-	}
-	defer release()
-	buf := h.bodies.get(int(max(0, min(r.ContentLength, MaxBody))) + bytes.MinRead)
-	// Nothing of a delivery refers to its body once it is answered: the
-	// parse copies what it keeps.
-	defer h.bodies.put(buf)
-	body, status, msg := readBody(w, r, buf)
-	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
-	lg.add(slog.String("delivery_id", deliveryID), slog.String("event", event))
-	if status != 0 {
+	if status, msg := h.budget.admit(r); status != 0 {
+		deliveryID := Echoable(r.Header.Get(DeliveryHeader))
+		lg.add(slog.String("delivery_id", deliveryID))
 		h.reject(w, lg, status, deliveryID, msg)
 		return
 	}
-	if msg := checkHeaders(event, deliveryID); msg != "" {
-		h.reject(w, lg, http.StatusBadRequest, deliveryID, msg)
+	metered := newMeteredBody(w, http.MaxBytesReader(w, r.Body, MaxBody), h.budget, lg.start)
+	defer metered.close()
+	// Nothing of a delivery refers to its body once it is answered: the
+	// parse copies what it keeps.
+	raw := h.bodies.body()
+	defer raw.release()
+	status, msg := readBody(w, metered, raw)
+	event, deliveryID := r.Header.Get(EventHeader), r.Header.Get(DeliveryHeader)
+	lg.add(slog.String("delivery_id", Echoable(deliveryID)), slog.String("event", Echoable(event)))
+	if status != 0 {
+		h.reject(w, lg, status, Echoable(deliveryID), msg)
 		return
 	}
-	secretIndex, err := h.verifier.Verify(r.Header.Get(SignatureHeader), body)
+	if msg := checkHeaders(event, deliveryID); msg != "" {
+		h.reject(w, lg, http.StatusBadRequest, Echoable(deliveryID), msg)
+		return
+	}
+	// Verified chunk by chunk: a body without the secret is never copied.
+	secretIndex, err := h.verifier.VerifyParts(r.Header.Get(SignatureHeader), raw.parts()...)
 	if err != nil {
 		h.reject(w, lg, http.StatusUnauthorized, deliveryID, err.Error())
 		return
 	}
+	body := raw.bytes()
 	payload, err := DecodeBody(r.Header.Get("Content-Type"), body)
 	if err != nil {
 		h.reject(w, lg, http.StatusBadRequest, deliveryID, err.Error())
@@ -331,28 +336,42 @@ func (h *Handler) answered(outcome string) {
 	}
 }
 
-// readBody reads at most MaxBody bytes of the request body into *into,
-// which keeps the buffer if it had to grow. A non-zero status means the
-// body was refused.
-func readBody(w http.ResponseWriter, r *http.Request, into *[]byte) ([]byte, int, string) {
-	const tooLarge = "body larger than 25 MiB"
-	if r.ContentLength > MaxBody {
-		return nil, http.StatusRequestEntityTooLarge, tooLarge
-	}
-	// Sized from Content-Length (GitHub always sends it), the body is read
-	// into one buffer instead of one grown and copied a few times over.
-	buf := bytes.NewBuffer((*into)[:0])
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBody))
-	body := buf.Bytes()
-	*into = body[:0]
+// readBody reads the metered request body (at most MaxBody bytes) into
+// into. A non-zero status means the body was refused: 413 over MaxBody,
+// 503 past the body budget, 408 for a sender too slow (its connection is
+// closed after the answer), 400 for any other read failure.
+func readBody(w http.ResponseWriter, r io.Reader, into *chunks) (int, string) {
+	err := into.readFrom(r)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, http.StatusRequestEntityTooLarge, tooLarge
+		return http.StatusRequestEntityTooLarge, "body larger than 25 MiB"
+	case errors.Is(err, errBudget):
+		return http.StatusServiceUnavailable, errBudget.Error()
+	case errors.Is(err, errTooSlow):
+		w.Header().Set("Connection", "close")
+		return http.StatusRequestTimeout, errTooSlow.Error() + " after its first second: cut off"
 	case err != nil:
-		return nil, http.StatusBadRequest, "could not read the request body"
+		return http.StatusBadRequest, "could not read the request body"
 	}
-	return body, 0, ""
+	return 0, ""
+}
+
+// MaxEchoedHeader is the most of a request header's value the intake
+// echoes in an answer or writes to a log (SPEC §5).
+const MaxEchoedHeader = 128
+
+// Echoable cuts a request header's value to MaxEchoedHeader bytes, on a
+// character boundary, before it is echoed or logged.
+func Echoable(v string) string {
+	if len(v) <= MaxEchoedHeader {
+		return v
+	}
+	v = v[:MaxEchoedHeader]
+	for len(v) > 0 && !utf8.ValidString(v) {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 // checkHeaders returns why the event and delivery headers are unusable, or

@@ -3,11 +3,13 @@ package webhook_test
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gitlease/gitlease/webhook"
 )
@@ -76,27 +78,36 @@ func TestHandlerRefusesBeforeReading(t *testing.T) {
 	}
 }
 
-// blockingBody is a body whose reads wait until release is closed, so a
-// test can hold a request inside the intake.
+// blockingBody is a body that gives first, then waits until release is
+// closed, so a test can hold a request inside the intake with len(first)
+// bytes of it read.
 type blockingBody struct {
+	first   []byte
 	started chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
 func (b *blockingBody) Read(p []byte) (int, error) {
+	if len(b.first) > 0 {
+		n := copy(p, b.first)
+		b.first = b.first[n:]
+		return n, nil
+	}
 	b.once.Do(func() { close(b.started) })
 	<-b.release
 	return 0, io.EOF
 }
 
-// TestHandlerInflightBudget: while the bodies being read fill
-// MaxInflightBody, another delivery is answered 503 at once (never
-// queued), and once they are answered the budget is free again.
+// TestHandlerInflightBudget: bodies count against MaxInflightBody by the
+// bytes that arrived, not by their Content-Length: a request claiming the
+// largest body costs nothing until its bytes come; a body whose bytes do
+// not fit beside those held is answered 503 at once (never queued); once
+// the held body is answered the budget is free again.
 func TestHandlerInflightBudget(t *testing.T) {
 	t.Parallel()
 	opts := defaultOptions()
-	opts.handler.MaxInflightBody = webhook.MaxBody + 10
+	opts.handler.MaxInflightBody = 1000
 	env := newEnv(t, opts)
 	sig := "sha256=" + strings.Repeat("0", 64)
 	newReq := func(body io.Reader, length int64, delivery string) *http.Request {
@@ -108,7 +119,7 @@ func TestHandlerInflightBudget(t *testing.T) {
 		r.Header.Set(webhook.SignatureHeader, sig)
 		return r
 	}
-	held := &blockingBody{started: make(chan struct{}), release: make(chan struct{})}
+	held := &blockingBody{first: []byte(strings.Repeat(" ", 990)), started: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan int, 1)
 	go func() {
 		w := httptest.NewRecorder()
@@ -117,26 +128,81 @@ func TestHandlerInflightBudget(t *testing.T) {
 	}()
 	<-held.started
 	cases := []struct {
-		name   string
-		length int64
-		want   int
+		name         string
+		length, sent int
+		want         int
 	}{
-		{"fits beside the held body", 10, http.StatusUnauthorized},
-		{"does not fit", 11, http.StatusServiceUnavailable},
-		{"undeclared length reserves the largest body", -1, http.StatusServiceUnavailable},
+		{"fits beside the held bytes", 10, 10, http.StatusUnauthorized},
+		{"claims the largest body, sends little", webhook.MaxBody, 10, http.StatusUnauthorized},
+		{"undeclared length, little sent", -1, 10, http.StatusUnauthorized},
+		{"does not fit", 11, 11, http.StatusServiceUnavailable},
 	}
 	for _, tc := range cases {
-		body := strings.NewReader(strings.Repeat(" ", max(int(tc.length), 0)))
-		if status, _ := serve(t, env.handler, newReq(body, tc.length, "d-"+strings.ReplaceAll(tc.name, " ", "-"))); status != tc.want {
+		body := strings.NewReader(strings.Repeat(" ", tc.sent))
+		if status, _ := serve(t, env.handler, newReq(body, int64(tc.length), "d-"+strings.ReplaceAll(tc.name, " ", "-"))); status != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.name, status, tc.want)
 		}
 	}
 	close(held.release)
-	if status := <-done; status != http.StatusUnauthorized {
-		t.Errorf("held delivery: status %d, want 401 (wrong signature)", status)
+	// 401 (wrong signature), or 408 if this machine took over a second:
+	// the held body then fell behind MinBodyRate.
+	if status := <-done; status != http.StatusUnauthorized && status != http.StatusRequestTimeout {
+		t.Errorf("held delivery: status %d, want 401", status)
 	}
-	if status, _ := serve(t, env.handler, newReq(strings.NewReader(""), -1, "after")); status != http.StatusUnauthorized {
+	if status, _ := serve(t, env.handler, newReq(strings.NewReader(strings.Repeat(" ", 1000)), -1, "after")); status != http.StatusUnauthorized {
 		t.Errorf("after the held body was answered: status %d, want 401 (the budget is free again)", status)
+	}
+}
+
+// TestHandlerCutsOffSlowSenders: over a real HTTP server, a sender that
+// trickles its body and one that stalls after its headers are both
+// answered 408 and disconnected a little after BodyRateGrace, long before
+// the server's own read timeout; a body sent at once is read.
+func TestHandlerCutsOffSlowSenders(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, defaultOptions())
+	srv := httptest.NewServer(env.handler)
+	t.Cleanup(srv.Close)
+	head := "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: issues\r\n" +
+		"X-GitHub-Delivery: slow\r\nX-Hub-Signature-256: sha256=" + strings.Repeat("0", 64) + "\r\nContent-Length: 1000000\r\n\r\n"
+	for _, tc := range []struct {
+		name    string
+		trickle bool
+	}{{"trickle", true}, {"stall", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			start := time.Now()
+			if _, err := io.WriteString(conn, head+"{"); err != nil {
+				t.Fatal(err)
+			}
+			answer := make(chan string, 1)
+			go func() {
+				b, _ := io.ReadAll(conn) // until the server closes
+				answer <- string(b)
+			}()
+			for {
+				select {
+				case got := <-answer:
+					if !strings.HasPrefix(got, "HTTP/1.1 408") {
+						t.Errorf("answer %q, want 408", got)
+					}
+					t.Logf("cut off after %v", time.Since(start).Round(time.Millisecond))
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if time.Since(start) > 20*time.Second {
+					t.Fatal("the slow sender still held its connection after 20s")
+				}
+				if tc.trickle {
+					_, _ = io.WriteString(conn, " ")
+				}
+			}
+		})
 	}
 }
 
@@ -163,4 +229,28 @@ func FuzzParseSignature(f *testing.F) {
 			t.Fatalf("ParseSignature(%q) gave %d bytes, want 32", v, len(mac))
 		}
 	})
+}
+
+// TestHandlerCutsEchoedHeaders: a 200-character X-GitHub-Delivery is
+// refused, and the answer echoes only its first 128 characters.
+func TestHandlerCutsEchoedHeaders(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, defaultOptions())
+	long := strings.Repeat("d", 200)
+	for _, signature := range []string{"", webhook.Sign([]byte(testSecrets[0]), []byte("{}"))} {
+		r := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader("{}"))
+		r.Header.Set("Content-Type", webhook.ContentTypeJSON)
+		r.Header.Set(webhook.EventHeader, "issues")
+		r.Header.Set(webhook.DeliveryHeader, long)
+		if signature != "" {
+			r.Header.Set(webhook.SignatureHeader, signature)
+		}
+		status, resp := serve(t, env.handler, r)
+		if status != http.StatusBadRequest || resp.DeliveryID != long[:webhook.MaxEchoedHeader] {
+			t.Errorf("signature %q: status %d, echoed delivery ID of %d characters; want 400 and 128", signature, status, len(resp.DeliveryID))
+		}
+	}
+	if got := webhook.Echoable(strings.Repeat("é", 100)); len(got) != 128 {
+		t.Errorf("Echoable cut 200 bytes of two-byte characters to %d bytes, want 128", len(got))
+	}
 }

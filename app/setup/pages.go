@@ -26,8 +26,6 @@ dt{font-weight:600}dd{margin:0 0 .5rem}
 {{template "foot" .}}{{end}}
 
 {{define "start"}}{{template "head" .}}
-{{if .AppConfigured}}<p class="warn">This server already runs with a GitHub App (GITHUB_APP_ID is set).
-Registering here creates a second, separate App.</p>{{end}}
 <p>This registers a new GitHub App for gitlease from its manifest: GitHub shows you the App it
 will create, you confirm, and GitHub sends you back here, where the App's ID, webhook secret and
 private key are shown <strong>once</strong>.</p>

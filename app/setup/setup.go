@@ -52,8 +52,9 @@ type Config struct {
 	// APIURL is GitHub's REST base URL, ending in "/". Empty means
 	// https://api.github.com/.
 	APIURL string
-	// AppConfigured says this server already runs with App credentials; the
-	// /setup page then warns that it would register a second App.
+	// AppConfigured says this server already runs with App credentials
+	// (GITHUB_APP_ID is set): every /setup path then answers 404, so that
+	// nobody can register a second App through it or probe the flow.
 	AppConfigured bool
 	// HTTPClient makes the code exchange. Nil means a client with a 30 s
 	// timeout.
@@ -134,8 +135,16 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// Register adds GET /setup and GET /setup/callback to e.
+// Register adds GET /setup and GET /setup/callback to e, or, once the App
+// is configured, a 404 for every /setup path. The flow reads no form: its
+// pages are GETs, and other methods are refused before a body is read.
 func (s *Server) Register(e *echo.Echo) {
+	if s.cfg.AppConfigured {
+		notFound := func(c echo.Context) error { return c.String(http.StatusNotFound, "404 page not found\n") }
+		e.Any("/setup", notFound)
+		e.Any("/setup/*", notFound)
+		return
+	}
 	e.GET("/setup", s.start)
 	e.GET("/setup/callback", s.callback)
 }
@@ -149,7 +158,6 @@ type setupPage struct {
 	PublicURL      string
 	Derived        bool // PublicURL came from the request, not configuration
 	PlainHTTP      bool
-	AppConfigured  bool
 	Action         string // where the form posts
 	Manifest       string // the manifest JSON, on one line, for the form
 	ManifestPretty string // the same, indented, for people
@@ -222,7 +230,6 @@ func (s *Server) start(c echo.Context) error {
 		PublicURL:      base,
 		Derived:        derived,
 		PlainHTTP:      strings.HasPrefix(base, "http://"),
-		AppConfigured:  s.cfg.AppConfigured,
 		Action:         action,
 		Manifest:       string(manifest),
 		ManifestPretty: pretty.String(),

@@ -377,3 +377,33 @@ func TestRenderManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupClosedOnceConfigured: with GITHUB_APP_ID set, every /setup
+// path answers 404, whatever the method; without it, a POST (which the
+// flow never reads) is refused too.
+func TestSetupClosedOnceConfigured(t *testing.T) {
+	closed := newSetupServer(t, setup.Config{AppConfigured: true})
+	open := newSetupServer(t, setup.Config{})
+	for _, path := range []string{"/setup", "/setup/callback?code=x&state=y", "/setup/anything"} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			req, _ := http.NewRequest(method, closed.URL+path, strings.NewReader("a=b"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("configured: %s %s = %d, want 404", method, path, resp.StatusCode)
+			}
+		}
+	}
+	resp, err := http.Post(open.URL+"/setup", "application/x-www-form-urlencoded", strings.NewReader("a=b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Errorf("POST /setup = %d, want a refusal", resp.StatusCode)
+	}
+}

@@ -1,7 +1,10 @@
 package ui
 
 import (
+	"errors"
+	"mime"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -71,6 +74,29 @@ func FuzzListFilters(f *testing.F) {
 		}
 		if o, err := parseOutboxFilter(q); err == nil && o.AfterID < 0 {
 			t.Fatalf("outbox cursor %d", o.AfterID)
+		}
+	})
+}
+
+// FuzzFormBody feeds form bodies and content types from outside: none may
+// panic, a body over MaxForm is never parsed, and only a URL-encoded one
+// (or an empty one without a type) gives values.
+func FuzzFormBody(f *testing.F) {
+	f.Add("application/x-www-form-urlencoded", "token=abc&csrf=x")
+	f.Add("application/x-www-form-urlencoded; charset=utf-8", "a=%zz")
+	f.Add("multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\nabc\r\n--x--\r\n")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, contentType, body string) {
+		v, err := parseFormBody(contentType, -1, strings.NewReader(body))
+		if len(body) > MaxForm && !errors.Is(err, errFormTooLarge) {
+			t.Fatalf("a %d-byte body was not refused as too large: %v", len(body), err)
+		}
+		if err != nil {
+			return
+		}
+		mt, _, _ := mime.ParseMediaType(contentType)
+		if mt != "application/x-www-form-urlencoded" && !(body == "" && contentType == "") {
+			t.Fatalf("a %q body gave values %v", contentType, v)
 		}
 	})
 }

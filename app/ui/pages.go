@@ -4,12 +4,16 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gitlease/gitlease/db"
@@ -19,15 +23,27 @@ import (
 )
 
 func (u *UI) loginPage(c echo.Context) error {
-	if _, ok := u.sessionOf(c); ok {
+	if _, ok, _ := u.sessionOf(c); ok {
 		return c.Redirect(http.StatusSeeOther, "/ui/")
 	}
 	return u.render(c, http.StatusOK, "login", page{Title: "Sign in", Data: ""})
 }
 
 // login signs in with the admin or the view token, compared in constant
-// time, and sets the signed session cookie.
+// time. A client (by its address) whose sign-ins failed LoginFailures
+// times within LoginWindow is answered 429 for LoginBlock, whatever it
+// sends, with the count and the block kept in PostgreSQL, so that every
+// instance refuses it.
 func (u *UI) login(c echo.Context) error {
+	ctx := c.Request().Context()
+	client, now := clientAddr(c.Request()), u.cfg.Now()
+	blocked, err := u.q.UILoginBlockedUntil(ctx, u.pool, dbq.UILoginBlockedUntilParams{Client: client, Now: now})
+	switch {
+	case err == nil:
+		return u.tooManyLogins(c, blocked.Sub(now))
+	case !errors.Is(err, pgx.ErrNoRows):
+		return u.failErr(c, "signing in", err)
+	}
 	token := []byte(c.FormValue("token"))
 	admin := subtle.ConstantTimeCompare(token, []byte(u.cfg.AdminToken)) == 1
 	view := u.cfg.ViewToken != "" && subtle.ConstantTimeCompare(token, []byte(u.cfg.ViewToken)) == 1
@@ -40,19 +56,51 @@ func (u *UI) login(c echo.Context) error {
 		kind = KindView
 	}
 	if kind == "" {
+		if _, err := u.q.UILoginFailed(ctx, u.pool, dbq.UILoginFailedParams{Client: client, Now: now,
+			LimitCount: int32(u.cfg.LoginFailures), BlockUntil: now.Add(u.cfg.LoginBlock), WindowSince: now.Add(-u.cfg.LoginWindow)}); err != nil {
+			return u.failErr(c, "signing in", err)
+		}
+		u.logger.InfoContext(ctx, "dashboard sign-in failed", "client", client)
 		return u.render(c, http.StatusUnauthorized, "login", page{Title: "Sign in", Data: "That token is not the dashboard's admin or view token."})
 	}
-	s, err := newSession(kind, u.cfg.Now(), u.cfg.SessionTTL)
+	s, err := newSession(kind, now, u.cfg.SessionTTL)
 	if err != nil {
 		return u.failErr(c, "signing in", err)
 	}
 	c.SetCookie(u.cookie(c, s.encode(u.key), s.Expires))
-	u.logger.InfoContext(c.Request().Context(), "dashboard sign-in", "session_kind", kind)
+	u.logger.InfoContext(ctx, "dashboard sign-in", "session_kind", kind)
 	return c.Redirect(http.StatusSeeOther, "/ui/")
 }
 
+// tooManyLogins answers a blocked client's sign-in 429, saying when to try
+// again.
+func (u *UI) tooManyLogins(c echo.Context, wait time.Duration) error {
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+	return u.render(c, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+		Data: fmt.Sprintf("Too many failed sign-ins from this address: try again in %d seconds.", secs)})
+}
+
+// clientAddr is who a sign-in comes from, for counting its failures: the
+// connection's peer address, or, when that peer is a proxy on a private,
+// loopback or link-local address, the nearest address before it in
+// X-Forwarded-For that is not (so a client cannot pick its own address
+// by sending the header).
+func clientAddr(r *http.Request) string {
+	return echo.ExtractIPFromXFFHeader()(r)
+}
+
+// logout ends the session on the server: its nonce is recorded as signed
+// out (until the cookie would expire) where every instance checks it, so
+// the cookie no longer works even if it was kept; then the cookie is
+// cleared.
 func (u *UI) logout(c echo.Context) error {
+	s := sess(c)
+	if err := u.q.UISignOut(c.Request().Context(), u.pool, dbq.UISignOutParams{Nonce: s.Nonce, ExpiresAt: s.Expires, Now: u.cfg.Now()}); err != nil {
+		return u.failErr(c, "signing out", err)
+	}
 	c.SetCookie(u.cookie(c, "", time.Unix(0, 0)))
+	u.logger.InfoContext(c.Request().Context(), "dashboard sign-out", "session_kind", s.Kind)
 	return c.Redirect(http.StatusSeeOther, "/ui/login")
 }
 

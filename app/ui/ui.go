@@ -63,6 +63,11 @@ type Config struct {
 	ViewToken string
 	// SessionTTL is how long a sign-in lasts; 12h.
 	SessionTTL time.Duration
+	// LoginFailures failed sign-ins from one client within LoginWindow
+	// block its sign-ins (429) for LoginBlock; 5, a minute, a minute.
+	LoginFailures int
+	LoginWindow   time.Duration
+	LoginBlock    time.Duration
 	// CountsTTL is how long the overview's per-status item counts (one
 	// index-only scan) are reused; 15s.
 	CountsTTL time.Duration
@@ -109,6 +114,15 @@ func New(pool *pgxpool.Pool, store *queue.Store, outbox *outbox.Outbox, cfg Conf
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
+	if cfg.LoginFailures <= 0 {
+		cfg.LoginFailures = 5
+	}
+	if cfg.LoginWindow <= 0 {
+		cfg.LoginWindow = time.Minute
+	}
+	if cfg.LoginBlock <= 0 {
+		cfg.LoginBlock = time.Minute
+	}
 	if cfg.CountsTTL <= 0 {
 		cfg.CountsTTL = 15 * time.Second
 	}
@@ -152,9 +166,9 @@ func (u *UI) Register(e *echo.Echo) {
 	g := e.Group("/ui")
 	// Middleware goes on each route: echo's group middleware would add
 	// catch-all routes of its own.
-	open := []echo.MiddlewareFunc{u.headers}
-	in := []echo.MiddlewareFunc{u.headers, u.requireSession}
-	act := []echo.MiddlewareFunc{u.headers, u.requireSession, u.requireCSRF, u.requireAdmin}
+	open := []echo.MiddlewareFunc{u.headers, u.boundedForm}
+	in := []echo.MiddlewareFunc{u.headers, u.boundedForm, u.requireSession}
+	act := []echo.MiddlewareFunc{u.headers, u.boundedForm, u.requireSession, u.requireCSRF, u.requireAdmin}
 	g.GET("", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/ui/") }, open...)
 	g.GET("/static/*", echo.WrapHandler(http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))), open...)
 	g.GET("/login", u.loginPage, open...)
@@ -185,21 +199,32 @@ func (u *UI) headers(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// sessionOf returns the request's session, if it has a valid one.
-func (u *UI) sessionOf(c echo.Context) (session, bool) {
+// sessionOf returns the request's session, if it has a valid one that
+// was not signed out. An error means the sign-outs could not be read.
+func (u *UI) sessionOf(c echo.Context) (session, bool, error) {
 	ck, err := c.Cookie(Cookie)
 	if err != nil {
-		return session{}, false
+		return session{}, false, nil
 	}
 	s, err := parseSession(u.key, ck.Value, u.cfg.Now())
-	return s, err == nil
+	if err != nil {
+		return session{}, false, nil
+	}
+	out, err := u.q.UISignedOut(c.Request().Context(), u.pool, s.Nonce)
+	if err != nil {
+		return session{}, false, fmt.Errorf("read the dashboard's sign-outs: %w", err)
+	}
+	return s, !out, nil
 }
 
 const ctxSession = "ui.session"
 
 func (u *UI) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		s, ok := u.sessionOf(c)
+		s, ok, err := u.sessionOf(c)
+		if err != nil {
+			return u.failErr(c, "checking the session", err)
+		}
 		if !ok {
 			if c.Request().Method != http.MethodGet {
 				return u.fail(c, http.StatusForbidden, "Your session has ended: sign in again.")

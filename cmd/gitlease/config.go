@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
 
@@ -36,8 +37,11 @@ func (e *configError) Error() string { return e.Setting + ": " + e.Problem }
 // config is every setting of docs/configuration.md, read once from the environment and,
 // for serve, from flags of the same name.
 type config struct {
-	DatabaseURL    string
-	Port           int
+	DatabaseURL string
+	Port        int
+	// ListenHost is the address serve listens on ("": every interface);
+	// not a setting: dev listens on 127.0.0.1 only.
+	ListenHost     string
 	AppID          int64
 	PrivateKey     app.Secret
 	PrivateKeyFile string
@@ -45,8 +49,9 @@ type config struct {
 	AppSlug        string
 	APIURL         string
 	RPCToken       app.Secret
-	UIToken        app.Secret // GITLEASE_UI_TOKEN (env or _FILE only)
-	UIViewToken    app.Secret // GITLEASE_UI_VIEW_TOKEN (env or _FILE only)
+	RPCWorkerToken app.Secret // GITLEASE_RPC_WORKER_TOKEN: the lease-side methods only
+	UIToken        app.Secret // GITLEASE_UI_TOKEN
+	UIViewToken    app.Secret // GITLEASE_UI_VIEW_TOKEN
 	LeaseTTL       time.Duration
 	TriggerLabel   string
 	BranchPrefix   string
@@ -77,7 +82,8 @@ type config struct {
 }
 
 // setting is one configurable value: its env var, its flag and its help.
-// A secret has no flag, so its value never shows in ps; it is read from
+// A secret has no flag, so its value never shows in ps (nor in
+// /proc/<pid>/cmdline, which non-dumpable does not hide); it is read from
 // env or, when file names a variable, from the file that variable names.
 type setting struct {
 	env, flag, def, help string
@@ -86,7 +92,8 @@ type setting struct {
 }
 
 var settings = []setting{
-	{env: "DATABASE_URL", flag: "database-url", help: "Postgres connection string (required)", secret: true},
+	{env: "DATABASE_URL", help: "Postgres connection string (required)", secret: true, file: "DATABASE_URL_FILE"},
+	{env: "DATABASE_URL_FILE", flag: "database-url-file", help: "Postgres connection string, path to a file holding it"},
 	{env: "PORT", flag: "port", def: "8080", help: "HTTP listen port"},
 	{env: "GITHUB_APP_ID", flag: "github-app-id", help: "numeric GitHub App ID (required for GitHub calls)"},
 	{env: "GITHUB_PRIVATE_KEY", help: "GitHub App private key, PEM text", secret: true},
@@ -97,6 +104,12 @@ var settings = []setting{
 	{env: "GITHUB_API_URL", flag: "github-api-url", def: "https://api.github.com/", help: "GitHub REST base URL (GitHub Enterprise Server, tests)"},
 	{env: "GITLEASE_RPC_TOKEN", help: "bearer token for /rpc; unset disables /rpc", secret: true, file: "GITLEASE_RPC_TOKEN_FILE"},
 	{env: "GITLEASE_RPC_TOKEN_FILE", flag: "rpc-token-file", help: "bearer token for /rpc, path to a file holding it"},
+	{env: "GITLEASE_RPC_WORKER_TOKEN", help: "bearer token for /rpc limited to what a worker needs", secret: true, file: "GITLEASE_RPC_WORKER_TOKEN_FILE"},
+	{env: "GITLEASE_RPC_WORKER_TOKEN_FILE", flag: "rpc-worker-token-file", help: "the worker's bearer token for /rpc, path to a file holding it"},
+	{env: "GITLEASE_UI_TOKEN", help: "dashboard token with every action; unset disables /ui", secret: true, file: "GITLEASE_UI_TOKEN_FILE"},
+	{env: "GITLEASE_UI_TOKEN_FILE", flag: "ui-token-file", help: "the dashboard's admin token, path to a file holding it"},
+	{env: "GITLEASE_UI_VIEW_TOKEN", help: "dashboard token, read-only", secret: true, file: "GITLEASE_UI_VIEW_TOKEN_FILE"},
+	{env: "GITLEASE_UI_VIEW_TOKEN_FILE", flag: "ui-view-token-file", help: "the dashboard's read-only token, path to a file holding it"},
 	{env: "GITLEASE_LEASE_TTL", flag: "lease-ttl", def: "30m", help: "lease time-to-live (Go duration)"},
 	{env: "GITLEASE_TRIGGER_LABEL", flag: "trigger-label", help: "if set, only issues/PRs carrying this label are enqueued"},
 	{env: "GITLEASE_BRANCH_PREFIX", flag: "branch-prefix", def: "gitlease/", help: "prefix for branches gitlease creates"},
@@ -143,19 +156,16 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		return config{}, &configError{Setting: "flags", Problem: err.Error()}
 	}
 	get := func(env string) string { return strings.TrimSpace(*values[env]) }
+	from := map[string]string{} // the variable each secret's value came from
 	for _, s := range settings {
-		if s.file == "" || get(s.file) == "" {
+		if s.file == "" {
 			continue
 		}
-		if get(s.env) != "" {
-			return config{}, &configError{Setting: s.env, Problem: "set either it or " + s.file + ", not both"}
-		}
-		b, err := os.ReadFile(get(s.file))
+		v, src, err := readSecret(s.env, *values[s.env], s.file, get(s.file))
 		if err != nil {
-			return config{}, &configError{Setting: s.file, Problem: "cannot read the file: " + err.Error()}
+			return config{}, err
 		}
-		v := strings.TrimSpace(string(b))
-		values[s.env] = &v
+		values[s.env], from[s.env] = &v, src
 	}
 	for _, w := range want {
 		if get(w) == "" {
@@ -188,8 +198,11 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	if c.PrivateKey != "" && c.PrivateKeyFile != "" {
 		return c, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: "set either it or GITHUB_PRIVATE_KEY_FILE, not both"}
 	}
-	for _, s := range strings.Split(*values["GITHUB_WEBHOOK_SECRET"], ",") {
+	for i, s := range strings.Split(*values["GITHUB_WEBHOOK_SECRET"], ",") {
 		if s = strings.TrimSpace(s); s != "" {
+			if err := checkSecretLength(from["GITHUB_WEBHOOK_SECRET"], s, i+1); err != nil {
+				return c, err
+			}
 			c.WebhookSecrets = append(c.WebhookSecrets, app.Secret(s))
 		}
 	}
@@ -201,8 +214,21 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	if !strings.HasSuffix(c.APIURL, "/") {
 		c.APIURL += "/"
 	}
-	c.RPCToken = app.Secret(get("GITLEASE_RPC_TOKEN"))
-	if err := loadUIConfig(&c); err != nil {
+	for _, t := range []struct {
+		env string
+		to  *app.Secret
+	}{{"GITLEASE_RPC_TOKEN", &c.RPCToken}, {"GITLEASE_RPC_WORKER_TOKEN", &c.RPCWorkerToken},
+		{"GITLEASE_UI_TOKEN", &c.UIToken}, {"GITLEASE_UI_VIEW_TOKEN", &c.UIViewToken}} {
+		v := get(t.env)
+		if err := checkSecretLength(from[t.env], v, 0); err != nil {
+			return c, err
+		}
+		*t.to = app.Secret(v)
+	}
+	if c.RPCWorkerToken != "" && c.RPCWorkerToken == c.RPCToken {
+		return c, &configError{Setting: "GITLEASE_RPC_WORKER_TOKEN", Problem: "must differ from GITLEASE_RPC_TOKEN"}
+	}
+	if err := checkUITokens(c); err != nil {
 		return c, err
 	}
 	if c.LeaseTTL, err = time.ParseDuration(get("GITLEASE_LEASE_TTL")); err != nil || c.LeaseTTL < time.Second {
@@ -266,4 +292,41 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		}
 	}
 	return c, nil
+}
+
+// minSecretLen is the fewest characters a token or a webhook secret may
+// have (SPEC §3): shorter ones are refused at start.
+const minSecretLen = 16
+
+// readSecret resolves a secret setting: its value as the variable env
+// holds it, or else the content of the file at path (the variable file
+// names it), trimmed. Setting both is refused. from is the variable the
+// value came from, for errors that must name it.
+func readSecret(env, value, file, path string) (v, from string, err error) {
+	value = strings.TrimSpace(value)
+	switch {
+	case path == "":
+		return value, env, nil
+	case value != "":
+		return "", env, &configError{Setting: env, Problem: "set either it or " + file + ", not both"}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", file, &configError{Setting: file, Problem: "cannot read the file: " + err.Error()}
+	}
+	return strings.TrimSpace(string(b)), file, nil
+}
+
+// checkSecretLength refuses a set secret shorter than minSecretLen,
+// naming the variable it came from and, in a rotation list (nth > 0),
+// which of its secrets; it never shows the value.
+func checkSecretLength(from, v string, nth int) error {
+	if v == "" || utf8.RuneCountInString(v) >= minSecretLen {
+		return nil
+	}
+	problem := fmt.Sprintf("must be at least %d characters", minSecretLen)
+	if nth > 0 {
+		problem = fmt.Sprintf("secret %d of the list is shorter than %d characters", nth, minSecretLen)
+	}
+	return &configError{Setting: from, Problem: problem}
 }

@@ -17,11 +17,16 @@ import (
 func TestSecretsNotFromFlags(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("from-file\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte("from-file-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("fifteen-chars-x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"GITHUB_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET_FILE", "GITLEASE_RPC_TOKEN",
-		"GITLEASE_RPC_TOKEN_FILE", "GITLEASE_WORKER_ENV", "GITLEASE_WORKER_USER", "GITLEASE_MAX_INFLIGHT_BODY"} {
+		"GITLEASE_RPC_TOKEN_FILE", "GITLEASE_RPC_WORKER_TOKEN", "GITLEASE_RPC_WORKER_TOKEN_FILE", "DATABASE_URL", "DATABASE_URL_FILE",
+		"GITLEASE_WORKER_ENV", "GITLEASE_WORKER_USER", "GITLEASE_MAX_INFLIGHT_BODY"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
@@ -35,13 +40,40 @@ func TestSecretsNotFromFlags(t *testing.T) {
 		{name: "webhook secret flag", args: []string{"--github-webhook-secret=s"}, setting: "flags"},
 		{name: "rpc token flag", args: []string{"--rpc-token=t"}, setting: "flags"},
 		{name: "private key flag", args: []string{"--github-private-key=k"}, setting: "flags"},
+		{name: "database URL flag", args: []string{"--database-url=postgres://u:pw@h/db"}, setting: "flags"},
+		{name: "worker token flag", args: []string{"--rpc-worker-token=0123456789abcdef"}, setting: "flags"},
+		{name: "database URL from a file", args: []string{"--database-url-file", tokenFile},
+			check: func(t *testing.T, c config) {
+				if c.DatabaseURL != "from-file-0123456789" {
+					t.Errorf("database URL %q, want the file's", c.DatabaseURL)
+				}
+			}},
 		{name: "rpc token from a file", env: map[string]string{"GITLEASE_RPC_TOKEN_FILE": tokenFile},
 			check: func(t *testing.T, c config) {
-				if c.RPCToken != "from-file" {
+				if c.RPCToken != "from-file-0123456789" {
 					t.Errorf("RPC token %q, want the file's", c.RPCToken)
 				}
 			}},
-		{name: "webhook secret and its file", env: map[string]string{"GITHUB_WEBHOOK_SECRET": "a", "GITHUB_WEBHOOK_SECRET_FILE": tokenFile},
+		{name: "worker token", env: map[string]string{"GITLEASE_RPC_TOKEN": "0123456789abcdef", "GITLEASE_RPC_WORKER_TOKEN": "fedcba9876543210"},
+			check: func(t *testing.T, c config) {
+				if c.RPCToken != "0123456789abcdef" || c.RPCWorkerToken != "fedcba9876543210" {
+					t.Errorf("tokens %q %q", string(c.RPCToken), string(c.RPCWorkerToken))
+				}
+			}},
+		{name: "worker token the same as the full one", env: map[string]string{"GITLEASE_RPC_TOKEN": "0123456789abcdef", "GITLEASE_RPC_WORKER_TOKEN": "0123456789abcdef"},
+			setting: "GITLEASE_RPC_WORKER_TOKEN"},
+		{name: "short rpc token", env: map[string]string{"GITLEASE_RPC_TOKEN": "fifteen-chars-x"}, setting: "GITLEASE_RPC_TOKEN"},
+		{name: "short worker token", env: map[string]string{"GITLEASE_RPC_WORKER_TOKEN": "fifteen-chars-x"}, setting: "GITLEASE_RPC_WORKER_TOKEN"},
+		{name: "short token in a file", env: map[string]string{"GITLEASE_RPC_WORKER_TOKEN_FILE": short}, setting: "GITLEASE_RPC_WORKER_TOKEN_FILE"},
+		{name: "short second webhook secret", env: map[string]string{"GITHUB_WEBHOOK_SECRET": "0123456789abcdef, fifteen-chars-x"}, setting: "GITHUB_WEBHOOK_SECRET"},
+		{name: "short webhook secret in a file", env: map[string]string{"GITHUB_WEBHOOK_SECRET_FILE": short}, setting: "GITHUB_WEBHOOK_SECRET_FILE"},
+		{name: "sixteen characters", env: map[string]string{"GITHUB_WEBHOOK_SECRET": "sixteen-chars-xy,sixteen-chars-yz", "GITLEASE_RPC_TOKEN": "sixteen-chars-xy"},
+			check: func(t *testing.T, c config) {
+				if len(c.WebhookSecrets) != 2 || c.RPCToken != "sixteen-chars-xy" {
+					t.Errorf("secrets %d, token %q", len(c.WebhookSecrets), string(c.RPCToken))
+				}
+			}},
+		{name: "webhook secret and its file", env: map[string]string{"GITHUB_WEBHOOK_SECRET": "0123456789abcdef", "GITHUB_WEBHOOK_SECRET_FILE": tokenFile},
 			setting: "GITHUB_WEBHOOK_SECRET"},
 		{name: "unreadable file", env: map[string]string{"GITHUB_WEBHOOK_SECRET_FILE": filepath.Join(dir, "none")},
 			setting: "GITHUB_WEBHOOK_SECRET_FILE"},

@@ -34,7 +34,8 @@ func runDeliver(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: gitlease deliver --event EVENT [flags] FILE
 
-Signs FILE with the webhook secret and POSTs it like GitHub delivers a
+Signs FILE with the webhook secret, the first of GITHUB_WEBHOOK_SECRET (or
+of the file GITHUB_WEBHOOK_SECRET_FILE names; never a flag), and POSTs it like GitHub delivers a
 webhook (X-GitHub-Event, X-GitHub-Delivery, X-Hub-Signature-256), then prints
 the HTTP status and the answer. Exits non-zero unless the answer is 2xx.
 
@@ -43,7 +44,6 @@ the HTTP status and the answer. Exits non-zero unless the answer is 2xx.
 	}
 	event := fs.String("event", "", "X-GitHub-Event: issues, pull_request, issue_comment, ping, ... (required)")
 	delivery := fs.String("delivery", "", "X-GitHub-Delivery; a new random UUID when empty (reuse one to test a redelivery)")
-	secret := fs.String("secret", "", "webhook secret to sign with (default: the first of GITHUB_WEBHOOK_SECRET)")
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"
@@ -72,16 +72,9 @@ the HTTP status and the answer. Exits non-zero unless the answer is 2xx.
 	case len(files) != 1:
 		return &configError{Setting: "FILE", Problem: "exactly one payload file is required"}
 	}
-	if *secret == "" {
-		for _, s := range strings.Split(os.Getenv("GITHUB_WEBHOOK_SECRET"), ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				*secret = s
-				break
-			}
-		}
-	}
-	if *secret == "" {
-		return &configError{Setting: "GITHUB_WEBHOOK_SECRET", Problem: "required to sign the delivery (or pass --secret)"}
+	secret, err := signingSecret()
+	if err != nil {
+		return err
 	}
 	if u, err := url.Parse(*target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &configError{Setting: "--url", Problem: fmt.Sprintf("%q is not an http(s) URL", *target)}
@@ -113,7 +106,7 @@ the HTTP status and the answer. Exits non-zero unless the answer is 2xx.
 	req.Header.Set("User-Agent", "GitHub-Hookshot/gitlease")
 	req.Header.Set(webhook.EventHeader, *event)
 	req.Header.Set(webhook.DeliveryHeader, *delivery)
-	req.Header.Set(webhook.SignatureHeader, webhook.Sign([]byte(*secret), body))
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign([]byte(secret), body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("deliver %s to %s: %w", *event, *target, err)
@@ -134,4 +127,21 @@ the HTTP status and the answer. Exits non-zero unless the answer is 2xx.
 		return fmt.Errorf("delivery %s answered %s", *delivery, resp.Status)
 	}
 	return nil
+}
+
+// signingSecret is the secret deliver signs with: the first of
+// GITHUB_WEBHOOK_SECRET's (or its _FILE's) comma-separated secrets, which
+// must be at least minSecretLen characters, as serve requires.
+func signingSecret() (string, error) {
+	const env = "GITHUB_WEBHOOK_SECRET"
+	v, from, err := readSecret(env, os.Getenv(env), env+"_FILE", strings.TrimSpace(os.Getenv(env+"_FILE")))
+	if err != nil {
+		return "", err
+	}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			return s, checkSecretLength(from, s, 0)
+		}
+	}
+	return "", &configError{Setting: env, Problem: "required to sign the delivery"}
 }

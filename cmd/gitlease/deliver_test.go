@@ -16,14 +16,13 @@ import (
 	"github.com/gitlease/gitlease/webhook"
 )
 
-const deliverSecret = "deliver-test-secret"
+const deliverTestSecret = "deliver-test-secret"
 
 // TestDeliver sends fixtures with gitlease deliver to the real intake on
 // its own database.
 func TestDeliver(t *testing.T) {
-	t.Parallel()
 	pool := dbtest.New(t)
-	verifier, err := webhook.NewVerifier(deliverSecret)
+	verifier, err := webhook.NewVerifier(deliverTestSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +40,7 @@ func TestDeliver(t *testing.T) {
 		args   []string
 		code   int
 		stdout []string
+		secret string // GITHUB_WEBHOOK_SECRET, if not deliverTestSecret
 	}{
 		{name: "issue", code: 0, stdout: []string{"HTTP 202 Accepted", `"outcome":"enqueued"`, `"delivery_id":"deliver-1"`},
 			args: []string{"--event", "issues", "--delivery", "deliver-1", "../../testdata/payloads/issues-opened.json"}},
@@ -50,8 +50,11 @@ func TestDeliver(t *testing.T) {
 			args: []string{"../../testdata/payloads/pull_request-opened.json", "--event", "pull_request", "--content-type", "form"}},
 		{name: "same ID, other body", code: 1, stdout: []string{"HTTP 409 Conflict", `"outcome":"idempotency_conflict"`},
 			args: []string{"--event", "issues", "--delivery", "deliver-1", "../../testdata/payloads/issues-reopened.json"}},
-		{name: "wrong secret", code: 1, stdout: []string{"HTTP 401 Unauthorized"},
-			args: []string{"--event", "ping", "--secret", "nope", "../../testdata/payloads/ping.json"}},
+		{name: "wrong secret", code: 1, stdout: []string{"HTTP 401 Unauthorized"}, secret: "nope-nope-nope-nope",
+			args: []string{"--event", "ping", "../../testdata/payloads/ping.json"}},
+		{name: "short secret", code: 2, secret: "fifteen-chars-x",
+			args: []string{"--event", "ping", "../../testdata/payloads/ping.json"}},
+		{name: "secret flag", code: 2, args: []string{"--event", "ping", "--secret", deliverTestSecret, "../../testdata/payloads/ping.json"}},
 		{name: "no event", code: 2, args: []string{"../../testdata/payloads/ping.json"}},
 		{name: "no file", code: 2, args: []string{"--event", "ping"}},
 		{name: "bad content type", code: 2, args: []string{"--event", "ping", "--content-type", "xml", "../../testdata/payloads/ping.json"}},
@@ -60,10 +63,12 @@ func TestDeliver(t *testing.T) {
 	for _, tc := range tests {
 		// Sequential: the redelivery and the conflict follow the first.
 		var stdout, stderr bytes.Buffer
-		args := append([]string{"deliver", "--secret", deliverSecret, "--url", srv.URL + "/webhook"}, tc.args...)
-		if strings.Contains(strings.Join(tc.args, " "), "--secret") {
-			args = append([]string{"deliver", "--url", srv.URL + "/webhook"}, tc.args...)
+		secret := deliverTestSecret
+		if tc.secret != "" {
+			secret = tc.secret
 		}
+		t.Setenv("GITHUB_WEBHOOK_SECRET", secret)
+		args := append([]string{"deliver", "--url", srv.URL + "/webhook"}, tc.args...)
 		code := run(args, strings.NewReader(""), &stdout, &stderr)
 		if code != tc.code {
 			t.Errorf("%s: exit %d, want %d; stdout %q stderr %q", tc.name, code, tc.code, stdout.String(), stderr.String())
@@ -79,7 +84,7 @@ func TestDeliver(t *testing.T) {
 // TestDeliverHeaders: deliver sends what GitHub sends, signed with the
 // first secret of GITHUB_WEBHOOK_SECRET.
 func TestDeliverHeaders(t *testing.T) {
-	t.Setenv("GITHUB_WEBHOOK_SECRET", "first, second")
+	t.Setenv("GITHUB_WEBHOOK_SECRET", "first-0123456789, second-0123456789")
 	want, err := os.ReadFile("../../testdata/payloads/ping.json")
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +111,7 @@ func TestDeliverHeaders(t *testing.T) {
 			got.Header.Get("User-Agent") != "GitHub-Hookshot/gitlease" || len(got.Header.Get("X-GitHub-Delivery")) != 36 {
 			t.Errorf("request %s %s headers %v", got.Method, got.URL, got.Header)
 		}
-		if sig := got.Header.Get("X-Hub-Signature-256"); sig != webhook.Sign([]byte("first"), body) {
+		if sig := got.Header.Get("X-Hub-Signature-256"); sig != webhook.Sign([]byte("first-0123456789"), body) {
 			t.Errorf("signature %s is not the body's under the first secret", sig)
 		}
 		payload, ct := body, "application/json"

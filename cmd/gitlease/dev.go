@@ -98,6 +98,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 	}
 
 	cfg.DatabaseURL = pg.URL(devDatabase)
+	// What dev serves is for this machine only, as its banner says.
+	cfg.ListenHost = "127.0.0.1"
 	// Credentials the user set explicitly (env or flag) win over ours.
 	if len(cfg.WebhookSecrets) == 0 {
 		cfg.WebhookSecrets = []app.Secret{app.Secret(state.WebhookSecret)}
@@ -415,6 +417,6 @@ gitlease dev is ready.
 
 Try:
   curl -s -H "Authorization: Bearer %[3]s" -d '{"jsonrpc":"2.0","id":1,"method":"queue/stats"}' %[1]s/rpc
-  %[8]s deliver --event issues --secret %[2]s --url %[1]s/webhook testdata/payloads/issues-opened.json
+  GITHUB_WEBHOOK_SECRET=%[2]s %[8]s deliver --event issues --url %[1]s/webhook testdata/payloads/issues-opened.json
 `, base, secret, token, pg.URL(devDatabase), pgNote, pg.DataDir(), ghNote, devCommand())
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -104,10 +106,15 @@ func TestDev(t *testing.T) {
 		t.Fatal("gitlease dev printed no end of its banner within 30s")
 	}
 
-	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, "gitlease deliver --event issues --secret ", "in-process fake GitHub"} {
+	for _, want := range []string{base + "/webhook", `Authorization: Bearer`, " deliver --event issues --url ", "in-process fake GitHub"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dev output lacks %q", want)
 		}
+	}
+	// Listening on 127.0.0.1 only, as the banner says.
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	if addrs := listeningOn(t, port); len(addrs) != 1 || addrs[0] != "127.0.0.1" {
+		t.Errorf("dev listens on %v, want 127.0.0.1 only", addrs)
 	}
 
 	fi, err := os.Stat(filepath.Join(work, ".gitlease", "dev.json"))
@@ -130,6 +137,11 @@ func TestDev(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), state.RPCToken) || !strings.Contains(out.String(), state.WebhookSecret) {
 		t.Errorf("dev output does not show the token and secret kept in dev.json")
+	}
+	// The banner's deliver command works as pasted: the secret rides in
+	// the environment, not on the command line as a flag.
+	if !strings.Contains(out.String(), "GITHUB_WEBHOOK_SECRET="+state.WebhookSecret+" ") {
+		t.Errorf("the banner's deliver command does not set GITHUB_WEBHOOK_SECRET")
 	}
 	// The cluster trusts no one: without dev.json's password a local user
 	// cannot log in as postgres.
@@ -206,6 +218,8 @@ func TestDev(t *testing.T) {
 			t.Fatalf("within 30s of the delivery: item %s leased: %v; no dry-run GitHub call logged for: %v", entryID, leased, missing)
 		}
 	}
+	// The same delivery again, as the banner's command sends it.
+	pasteDevDeliver(t, bin, out.String())
 
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatalf("send SIGINT: %v", err)
@@ -232,8 +246,8 @@ func deliverSample(t *testing.T, bin, base, secret string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deliver := exec.Command(bin, "deliver", "--event", "issues", "--secret", secret, "--url", base+"/webhook", payload)
-	deliver.Env = devTestEnv()
+	deliver := exec.Command(bin, "deliver", "--event", "issues", "--url", base+"/webhook", payload)
+	deliver.Env = append(devTestEnv(), "GITHUB_WEBHOOK_SECRET="+secret)
 	var errOut bytes.Buffer
 	deliver.Stderr = &errOut
 	out, err := deliver.Output()
@@ -307,6 +321,66 @@ next:
 	return false
 }
 
+// pasteDevDeliver runs the deliver line of dev's banner with sh, as a
+// developer pasting it would, from the repository root (where its payload
+// path points), with bin standing for the command's name, and checks the
+// delivery was answered 2xx.
+func pasteDevDeliver(t *testing.T, bin, banner string) {
+	t.Helper()
+	var line string
+	for _, l := range strings.Split(banner, "\n") {
+		if strings.Contains(l, " deliver --event ") {
+			line = strings.TrimSpace(l)
+		}
+	}
+	head, rest, ok := strings.Cut(line, " deliver ")
+	assign, _, _ := strings.Cut(head, " ")
+	if !ok || !strings.HasPrefix(assign, "GITHUB_WEBHOOK_SECRET=") {
+		t.Fatalf("no GITHUB_WEBHOOK_SECRET=… deliver command in the banner:\n%s", banner)
+	}
+	sh := exec.Command("sh", "-c", assign+" "+bin+" deliver "+rest)
+	sh.Dir = "../.."
+	sh.Env = devTestEnv()
+	out, err := sh.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "HTTP 20") {
+		t.Errorf("the banner's deliver command, pasted: %v\n%s", err, out)
+	}
+}
+
+// listeningOn lists the local addresses with a TCP socket listening on
+// port, from /proc/net/tcp and tcp6 ("127.0.0.1", "0.0.0.0", "::", ...).
+func listeningOn(t *testing.T, port string) []string {
+	t.Helper()
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(l)
+			if len(f) < 4 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			hexIP, hexPort, _ := strings.Cut(f[1], ":")
+			if lp, _ := strconv.ParseUint(hexPort, 16, 16); lp != p {
+				continue
+			}
+			raw, _ := hex.DecodeString(hexIP)
+			// The kernel prints each 32-bit word in host (little-endian) order.
+			for i := 0; i+4 <= len(raw); i += 4 {
+				raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+			}
+			addrs = append(addrs, net.IP(raw).String())
+		}
+	}
+	return addrs
+}
+
 // buildGitlease builds this package's binary once into a temp directory.
 func buildGitlease(t *testing.T) string {
 	t.Helper()
@@ -350,7 +424,7 @@ func devTestEnv() []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "DATABASE_URL", "PORT", "GITHUB_WEBHOOK_SECRET", "GITLEASE_RPC_TOKEN",
+		case "DATABASE_URL", "PORT", "GITHUB_WEBHOOK_SECRET", "GITLEASE_RPC_TOKEN", "GITLEASE_RPC_WORKER_TOKEN",
 			"GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_PRIVATE_KEY_FILE", "GITLEASE_WORKER_EXEC",
 			"GITLEASE_WORKER_SLOTS", "GITLEASE_BRANCH_PREFIX", "GITLEASE_TRIGGER_LABEL":
 			continue

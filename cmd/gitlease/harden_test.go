@@ -179,7 +179,7 @@ func (zeros) Read(p []byte) (int, error) {
 // GITLEASE_MAX_INFLIGHT_BODY (64 MiB), the rest answered 503.
 func TestServeHoldsBoundedBodies(t *testing.T) {
 	t.Parallel()
-	srv := startServe(t, buildGitlease(t), baseServeEnv(t, "GITHUB_WEBHOOK_SECRET=whsec", "GITLEASE_WORKER_SLOTS=0"), -1)
+	srv := startServe(t, buildGitlease(t), baseServeEnv(t, "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef", "GITLEASE_WORKER_SLOTS=0"), -1)
 	for _, signature := range []string{"", "sha256=" + strings.Repeat("0", 64)} {
 		var wg sync.WaitGroup
 		var mu sync.Mutex

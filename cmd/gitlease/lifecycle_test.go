@@ -26,7 +26,7 @@ func TestServeStartFailureStopsTheStarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, buildGitlease(t), "serve")
-	cmd.Env = append(baseServeEnv(t, "GITHUB_WEBHOOK_SECRET=whsec", "GITLEASE_WORKER_EXEC=true", "GITLEASE_WORKER_SLOTS=1"),
+	cmd.Env = append(baseServeEnv(t, "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef", "GITLEASE_WORKER_EXEC=true", "GITLEASE_WORKER_SLOTS=1"),
 		fmt.Sprintf("PORT=%d", port))
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError

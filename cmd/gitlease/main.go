@@ -32,7 +32,7 @@ Commands:
   migrate   apply database migrations and exit
   dev       run locally on an embedded PostgreSQL under .gitlease/
   plugin    speak the queue protocol over stdio against DATABASE_URL
-  worker    a remote worker: lease over /rpc and run --exec per item (--url, --token)
+  worker    a remote worker: lease over /rpc and run --exec per item (--url; token from GITLEASE_RPC_WORKER_TOKEN)
   deliver   sign a payload file and POST it as a GitHub delivery (--event E FILE)
   redeliver scan GitHub's delivery log once and redeliver what failed (--since, --guid, --dry-run, --include-rejected)
   manifest  print the GitHub App manifest as JSON (--url https://your.host)

@@ -37,7 +37,7 @@ func TestServeRedeliversWhatItMissed(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close() // serve is stopped: nothing listens there yet
 	hookURL := fmt.Sprintf("http://127.0.0.1:%d/webhook", port)
-	gh.SetWebhook(hookURL, "whsec")
+	gh.SetWebhook(hookURL, "whsec-0123456789abcdef")
 	raw, err := os.ReadFile("../../testdata/payloads/issues-opened.json")
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestServeRedeliversWhatItMissed(t *testing.T) {
 
 	dbURL := dbtest.URL(t)
 	bin := buildGitlease(t)
-	env := append(devTestEnv(), "DATABASE_URL="+dbURL, fmt.Sprintf("PORT=%d", port), "GITHUB_WEBHOOK_SECRET=whsec",
+	env := append(devTestEnv(), "DATABASE_URL="+dbURL, fmt.Sprintf("PORT=%d", port), "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
 		"GITHUB_APP_ID="+fmt.Sprint(gh.AppID), "GITHUB_PRIVATE_KEY="+string(gh.PrivateKeyPEM), "GITHUB_API_URL="+gh.URL(),
 		"GITLEASE_WORKER_SLOTS=0", "GITLEASE_REDELIVER_INTERVAL=1s")
 	_, out := startBinary(t, bin, env, "serve")
@@ -83,7 +83,7 @@ func TestServeRedeliversWhatItMissed(t *testing.T) {
 			t.Fatalf("wrong-secret delivery recorded %d", a.StatusCode)
 		}
 	}
-	gh.SetWebhook(hookURL, "whsec") // the secret is fixed
+	gh.SetWebhook(hookURL, "whsec-0123456789abcdef") // the secret is fixed
 	metric := func(line string) bool {
 		resp, err := http.Get(base + "/metrics")
 		if err != nil {

@@ -187,7 +187,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		services.Add(service.Of("GitHub outbox sender", outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL}, logger)))
 	}
 	handler := rpc.NewHandler(store, version, logger)
-	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, SelfLoggedRoutes: []string{"/webhook"}}, pool, handler, logger)
+	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, RPCWorkerToken: cfg.RPCWorkerToken, SelfLoggedRoutes: []string{"/webhook"}}, pool, handler, logger)
 	metrics.Register(srv.Echo())
 	setup, err := setup.New(setup.Config{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
 		APIURL: cfg.APIURL, AppConfigured: cfg.AppID != 0}, logger)
@@ -218,8 +218,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	} {
 		services.Add(service.Of(p.name, &service.Periodic{Name: p.name, Interval: p.Interval(), Run: p.Run, Logger: logger}))
 	}
-	if cfg.RPCToken == "" {
-		logger.Warn("GITLEASE_RPC_TOKEN is not set: /rpc is disabled")
+	if cfg.RPCToken == "" && cfg.RPCWorkerToken == "" {
+		logger.Warn("neither GITLEASE_RPC_TOKEN nor GITLEASE_RPC_WORKER_TOKEN is set: /rpc is disabled")
 	}
 	builtin, err := newBuiltinWorker(cfg, store, pool, gh, logger)
 	if err != nil {
@@ -232,7 +232,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	// items released, after the drain.
 	services.Add(builtin.members(service.Member{Name: "HTTP server",
 		Start: func(context.Context) error {
-			ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+			ln, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenHost, strconv.Itoa(cfg.Port)))
 			if err != nil {
 				return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
 			}

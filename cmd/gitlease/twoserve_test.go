@@ -48,7 +48,7 @@ func TestTwoServeProcessesShareOneDatabase(t *testing.T) {
 	gh.ReserveNumbers("octocat/Hello-World", 5000)
 	dbURL := dbtest.URL(t)
 	bin := buildGitlease(t)
-	env := append(devTestEnv(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec",
+	env := append(devTestEnv(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
 		"GITHUB_APP_ID="+fmt.Sprint(gh.AppID), "GITHUB_PRIVATE_KEY="+string(gh.PrivateKeyPEM), "GITHUB_API_URL="+gh.URL(),
 		"GITLEASE_WORKER_SLOTS=5", "GITLEASE_WORKER_EXEC=true",
 		"GITLEASE_GITHUB_WRITES_PER_SEC=0") // 500 writes paced at 1/s would take 8 minutes
@@ -72,7 +72,7 @@ func TestTwoServeProcessesShareOneDatabase(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-GitHub-Event", "issues")
 		req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("two-serve-%d", n))
-		req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte("whsec"), body))
+		req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte("whsec-0123456789abcdef"), body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

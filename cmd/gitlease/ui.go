@@ -16,48 +16,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
-	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/app/ui"
 	"github.com/gitlease/gitlease/queue"
 )
 
-// secretSetting reads a secret from env, or from the file named by
-// env+"_FILE" (trailing newlines dropped). Secrets never come from flags,
-// so they do not show in ps. Setting both is a configError.
-func secretSetting(env string) (app.Secret, error) {
-	v, file := os.Getenv(env), strings.TrimSpace(os.Getenv(env+"_FILE"))
-	switch {
-	case v != "" && file != "":
-		return "", &configError{Setting: env, Problem: "set either it or " + env + "_FILE, not both"}
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", &configError{Setting: env + "_FILE", Problem: fmt.Sprintf("cannot read %s: %v", file, err)}
-		}
-		v = strings.TrimRight(string(b), "\r\n")
-	}
-	return app.Secret(strings.TrimSpace(v)), nil
-}
-
-// loadUIConfig reads the dashboard's tokens (docs/configuration.md): GITLEASE_UI_TOKEN
-// (every action; unset disables /ui) and GITLEASE_UI_VIEW_TOKEN (read-only).
-func loadUIConfig(c *config) error {
-	var err error
-	if c.UIToken, err = secretSetting("GITLEASE_UI_TOKEN"); err != nil {
-		return err
-	}
-	if c.UIViewToken, err = secretSetting("GITLEASE_UI_VIEW_TOKEN"); err != nil {
-		return err
-	}
+// checkUITokens checks the dashboard's tokens (docs/configuration.md):
+// GITLEASE_UI_TOKEN (every action; unset disables /ui) and
+// GITLEASE_UI_VIEW_TOKEN (read-only), whose lengths loadConfig checked.
+func checkUITokens(c config) error {
 	switch {
 	case c.UIViewToken != "" && c.UIToken == "":
 		return &configError{Setting: "GITLEASE_UI_VIEW_TOKEN", Problem: "needs GITLEASE_UI_TOKEN: the dashboard is disabled without it"}
 	case c.UIViewToken != "" && c.UIViewToken == c.UIToken:
 		return &configError{Setting: "GITLEASE_UI_VIEW_TOKEN", Problem: "must differ from GITLEASE_UI_TOKEN"}
-	case c.UIToken != "" && len(c.UIToken) < 16:
-		return &configError{Setting: "GITLEASE_UI_TOKEN", Problem: "must be at least 16 characters"}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,59 +15,44 @@ import (
 	"github.com/gitlease/gitlease/app"
 )
 
-func TestSecretSetting(t *testing.T) {
+// TestUISecretsFromEnvOrFile: the dashboard's tokens come from the
+// environment or a _FILE, never both, and must be long enough and distinct.
+func TestUISecretsFromEnvOrFile(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "token")
 	if err := os.WriteFile(file, []byte("from-a-file-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name, env, envFile, want, wantErr string
+		name, admin, adminFile, view, want, wantErr string
 	}{
 		{name: "unset"},
-		{name: "env", env: "from-env-0123456789", want: "from-env-0123456789"},
-		{name: "file", envFile: file, want: "from-a-file-0123456789"},
-		{name: "both", env: "x", envFile: file, wantErr: "not both"},
-		{name: "missing file", envFile: filepath.Join(dir, "nope"), wantErr: "GITLEASE_UI_TOKEN_FILE"},
+		{name: "env", admin: "from-env-0123456789", want: "from-env-0123456789"},
+		{name: "file", adminFile: file, want: "from-a-file-0123456789"},
+		{name: "both", admin: "0123456789abcdef", adminFile: file, wantErr: "not both"},
+		{name: "missing file", adminFile: filepath.Join(dir, "nope"), wantErr: "GITLEASE_UI_TOKEN_FILE"},
+		{name: "view too", admin: "0123456789abcdef", view: "fedcba9876543210", want: "0123456789abcdef"},
+		{name: "short", admin: "short", wantErr: "GITLEASE_UI_TOKEN: must be at least 16"},
+		{name: "short view", admin: "0123456789abcdef", view: "short", wantErr: "GITLEASE_UI_VIEW_TOKEN: must be at least 16"},
+		{name: "view alone", view: "fedcba9876543210", wantErr: "needs GITLEASE_UI_TOKEN"},
+		{name: "same", admin: "0123456789abcdef", view: "0123456789abcdef", wantErr: "must differ"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("GITLEASE_UI_TOKEN", tt.env)
-			t.Setenv("GITLEASE_UI_TOKEN_FILE", tt.envFile)
-			got, err := secretSetting("GITLEASE_UI_TOKEN")
+			t.Setenv("GITLEASE_UI_TOKEN", tt.admin)
+			t.Setenv("GITLEASE_UI_TOKEN_FILE", tt.adminFile)
+			t.Setenv("GITLEASE_UI_VIEW_TOKEN", tt.view)
+			c, err := loadConfig("serve", nil, true, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || string(got) != tt.want {
-				t.Fatalf("= %q, %v; want %q", string(got), err, tt.want)
+			if err != nil || string(c.UIToken) != tt.want || string(c.UIViewToken) != tt.view {
+				t.Fatalf("= %q, %q, %v; want %q", string(c.UIToken), string(c.UIViewToken), err, tt.want)
 			}
 		})
-	}
-}
-
-func TestLoadUIConfig(t *testing.T) {
-	tests := []struct{ admin, view, wantErr string }{
-		{},
-		{admin: "0123456789abcdef"},
-		{admin: "0123456789abcdef", view: "fedcba9876543210"},
-		{admin: "short", wantErr: "at least 16"},
-		{view: "fedcba9876543210", wantErr: "needs GITLEASE_UI_TOKEN"},
-		{admin: "0123456789abcdef", view: "0123456789abcdef", wantErr: "must differ"},
-	}
-	for _, tt := range tests {
-		t.Setenv("GITLEASE_UI_TOKEN", tt.admin)
-		t.Setenv("GITLEASE_UI_VIEW_TOKEN", tt.view)
-		var c config
-		err := loadUIConfig(&c)
-		if tt.wantErr == "" && (err != nil || string(c.UIToken) != tt.admin || string(c.UIViewToken) != tt.view) {
-			t.Errorf("%+v: %v, %+v", tt, err, c)
-		}
-		if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-			t.Errorf("%+v: err = %v, want %q", tt, err, tt.wantErr)
-		}
 	}
 }
 

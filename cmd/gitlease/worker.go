@@ -103,9 +103,11 @@ func (b *builtinWorker) stop(ctx context.Context) error {
 	return nil
 }
 
-const workerUsage = `Usage: gitlease worker --url URL --exec CMD [--token TOKEN] [--slots N] [--owner ID]
+const workerUsage = `Usage: gitlease worker --url URL --exec CMD [--slots N] [--owner ID]
 
-A remote worker: leases items from a gitlease server over /rpc and runs CMD
+A remote worker: leases items from a gitlease server over /rpc, with the
+bearer token in GITLEASE_RPC_WORKER_TOKEN (or GITLEASE_RPC_WORKER_TOKEN_FILE),
+else GITLEASE_RPC_TOKEN (or its _FILE), never a flag, and runs CMD
 (sh -c) for each, like serve's built-in worker. The item is in the command's
 environment (GITLEASE_ENTRY_ID, GITLEASE_HEAD_REF, ...), with PATH, HOME,
 LANG, LC_ALL, LC_CTYPE, TZ, TMPDIR and the variables GITLEASE_WORKER_ENV names
@@ -126,7 +128,6 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 		fs.PrintDefaults()
 	}
 	serverURL := fs.String("url", os.Getenv("GITLEASE_URL"), "the gitlease server's base URL (or its /rpc URL) (env GITLEASE_URL)")
-	token := fs.String("token", "", "bearer token for /rpc (default: env GITLEASE_RPC_TOKEN or the file GITLEASE_RPC_TOKEN_FILE names, which keep it out of the process list)")
 	execCmd := fs.String("exec", "", "shell command (sh -c) run per leased item (required)")
 	slots := fs.Int("slots", 1, "items run at once, 1..5")
 	owner := fs.String("owner", "", "lease owner ID (default gitlease-worker/<host>-<random>)")
@@ -139,20 +140,22 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 		return &configError{Setting: "flags", Problem: err.Error()}
 	}
 	// The environment's settings, read and checked as serve reads them
-	// (GITLEASE_RPC_TOKEN or its _FILE, GITLEASE_WORKER_ENV,
+	// (GITLEASE_RPC_WORKER_TOKEN, else GITLEASE_RPC_TOKEN, each or its
+	// _FILE and of at least 16 characters; GITLEASE_WORKER_ENV,
 	// GITLEASE_WORKER_USER); the flags above are the worker's own.
 	cfg, err := loadConfig("worker", nil, false, stderr)
 	if err != nil {
 		return err
 	}
-	if *token == "" {
-		*token = string(cfg.RPCToken)
+	token := string(cfg.RPCWorkerToken)
+	if token == "" {
+		token = string(cfg.RPCToken)
 	}
 	switch {
 	case strings.TrimSpace(*serverURL) == "":
 		return &configError{Setting: "--url", Problem: "required (the gitlease server's URL)"}
-	case *token == "":
-		return &configError{Setting: "--token", Problem: "required (or set GITLEASE_RPC_TOKEN)"}
+	case token == "":
+		return &configError{Setting: "GITLEASE_RPC_WORKER_TOKEN", Problem: "required (or GITLEASE_RPC_TOKEN): the bearer token for /rpc"}
 	case strings.TrimSpace(*execCmd) == "":
 		return &configError{Setting: "--exec", Problem: "required (the command to run per item)"}
 	case *slots < 1 || *slots > worker.MaxWorkerSlots:
@@ -163,7 +166,7 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 	if *owner == "" {
 		*owner = "gitlease-worker/" + worker.NewInstanceID()
 	}
-	client, err := rpc.NewClient(*serverURL, *token, &http.Client{Timeout: time.Minute})
+	client, err := rpc.NewClient(*serverURL, token, &http.Client{Timeout: time.Minute})
 	if err != nil {
 		return &configError{Setting: "--url", Problem: err.Error()}
 	}

@@ -96,14 +96,16 @@ func TestWorkerCommand(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: 3 * time.Second})
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	const workerToken = "worker-token-0123456789"
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "full-token-0123456789", RPCWorkerToken: workerToken},
+		pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
 	bin := buildGitlease(t)
 	dir := t.TempDir()
 	ok := enqueueTestIssue(t, store, 1)
 	bad := enqueueTestIssue(t, store, 2)
 
-	env := append(devTestEnv(), "GITLEASE_RPC_TOKEN=tok", "GITHUB_TOKEN=worker-own")
+	env := append(devTestEnv(), "GITLEASE_RPC_WORKER_TOKEN="+workerToken, "GITHUB_TOKEN=worker-own")
 	stop, _ := startBinary(t, bin, env, "worker", "--url", srv.URL, "--slots", "2", "--poll", "200ms",
 		"--exec", `env > '`+dir+`/env.'"$GITLEASE_ENTRY_ID"; sleep 4; test "$GITLEASE_ENTRY_ID" != '`+bad+`'`)
 	// The commands outlive the 3s TTL: renewals over /rpc keep them.
@@ -120,7 +122,7 @@ func TestWorkerCommand(t *testing.T) {
 			t.Errorf("command env lacks %s", want)
 		}
 	}
-	if strings.Contains(envText, "GITLEASE_RPC_TOKEN") {
+	if strings.Contains(envText, "GITLEASE_RPC_") || strings.Contains(envText, workerToken) {
 		t.Error("the command sees the worker's RPC token")
 	}
 	if err := stop(); err != nil {
@@ -132,9 +134,11 @@ func TestWorkerCommandRejectsABadToken(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	store := queue.NewStore(pool, queue.Config{})
-	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "tok"}, pool, rpc.NewHandler(store, "test", nil), nil))
+	srv := httptest.NewServer(app.NewServer(app.ServerConfig{RPCToken: "full-token-0123456789"}, pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
-	out, err := exec.Command(buildGitlease(t), "worker", "--url", srv.URL, "--token", "wrong", "--exec", "true").CombinedOutput()
+	cmd := exec.Command(buildGitlease(t), "worker", "--url", srv.URL, "--exec", "true")
+	cmd.Env = append(devTestEnv(), "GITLEASE_RPC_TOKEN=wrong-token-0123456789")
+	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "401") {
 		t.Errorf("worker with a wrong token: %v\n%s\nwant a failure naming HTTP 401", err, out)
 	}
@@ -155,7 +159,7 @@ func TestServeBuiltinWorkerShutdown(t *testing.T) {
 	bin := buildGitlease(t)
 	dir := t.TempDir()
 	first := enqueueTestIssue(t, store, 1)
-	env := append(devTestEnv(), "DATABASE_URL="+url, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec", "GITLEASE_WORKER_SLOTS=1",
+	env := append(devTestEnv(), "DATABASE_URL="+url, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef", "GITLEASE_WORKER_SLOTS=1",
 		"GITLEASE_WORKER_EXEC=touch '"+dir+"/started.'\"$GITLEASE_ENTRY_ID\"; sleep 2; echo finished")
 	stop, _ := startBinary(t, bin, env, "serve")
 	waitItemStatus(t, store, first, queue.StatusCompleted, 30*time.Second)
@@ -203,11 +207,11 @@ func TestWorkerCommandSettings(t *testing.T) {
 		env  []string
 		want string // in the output of a worker that stops at start
 	}{
-		{"unknown worker user", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_WORKER_USER=no-such-user-4711"},
+		{"unknown worker user", []string{"GITLEASE_RPC_TOKEN=some-token-0123456789", "GITLEASE_WORKER_USER=no-such-user-4711"},
 			`gitlease: GITLEASE_WORKER_USER: no user "no-such-user-4711" on this machine`},
-		{"worker env with a value", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_WORKER_ENV=A=b"},
+		{"worker env with a value", []string{"GITLEASE_RPC_TOKEN=some-token-0123456789", "GITLEASE_WORKER_ENV=A=b"},
 			`gitlease: GITLEASE_WORKER_ENV: "A=b" is not a variable name`},
-		{"token and its file", []string{"GITLEASE_RPC_TOKEN=t", "GITLEASE_RPC_TOKEN_FILE=" + right},
+		{"token and its file", []string{"GITLEASE_RPC_TOKEN=some-token-0123456789", "GITLEASE_RPC_TOKEN_FILE=" + right},
 			"gitlease: GITLEASE_RPC_TOKEN: set either it or GITLEASE_RPC_TOKEN_FILE, not both"},
 		{"wrong token from a file", []string{"GITLEASE_RPC_TOKEN_FILE=" + wrong}, "401"},
 	}

@@ -87,6 +87,18 @@ type SubjectGeneration struct {
 	LastGeneration int64
 }
 
+type UiLoginFailure struct {
+	Client       string
+	WindowStart  time.Time
+	Failures     int32
+	BlockedUntil *time.Time
+}
+
+type UiSignedOut struct {
+	Nonce     string
+	ExpiresAt time.Time
+}
+
 type WorkItem struct {
 	ID                 uuid.UUID
 	Position           int64

@@ -63,3 +63,29 @@ func FuzzStdioFrames(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPayloadMethods: for any HTTP body, every method the handler would
+// route is one PayloadMethods lists, so a body it finds only allowed
+// methods in cannot run another (the worker token's check).
+func FuzzPayloadMethods(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"queue/stats"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"queue/v2/lease"},{"jsonrpc":"2.0","id":2,"method":"queue/drop"}]`,
+		`{"jsonrpc":"2.0","id":1,"method":"queue/stats","method":"queue/drop"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"queue/\u0064rop"}`, `[[{"method":"x"}]]`, `[]`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		listed := map[string]bool{}
+		for _, m := range PayloadMethods(body) {
+			listed[m] = true
+		}
+		handlePayload(context.Background(), body, func(ctx context.Context, method string, params json.RawMessage) (any, *Error, bool) {
+			if !listed[method] {
+				t.Fatalf("%q ran but PayloadMethods(%q) does not list it", method, body)
+			}
+			return echoRouter(ctx, method, params)
+		})
+	})
+}

@@ -40,11 +40,12 @@ func handleMessage(ctx context.Context, raw json.RawMessage, route router) *resp
 	if !isRequest {
 		id = nullID
 	}
-	var version, method string
+	var version string
 	if err := json.Unmarshal(msg["jsonrpc"], &version); err != nil || version != "2.0" {
 		return &response{JSONRPC: "2.0", ID: id, Error: errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)}
 	}
-	if err := json.Unmarshal(msg["method"], &method); err != nil || method == "" {
+	method, ok := methodOf(msg)
+	if !ok {
 		return &response{JSONRPC: "2.0", ID: id, Error: errorf(CodeInvalidRequest, `invalid request: "method" must be a non-empty string`)}
 	}
 	result, rpcErr, noReply := route(ctx, method, msg["params"])
@@ -59,6 +60,59 @@ func handleMessage(ctx context.Context, raw json.RawMessage, route router) *resp
 		return &response{JSONRPC: "2.0", ID: id, Error: errorf(CodeInternal, "internal error: encode result")}
 	}
 	return &response{JSONRPC: "2.0", ID: id, Result: b}
+}
+
+// methodOf is the method a decoded message names, as handleMessage runs it;
+// ok is false when it names none (and so runs nothing).
+func methodOf(msg map[string]json.RawMessage) (method string, ok bool) {
+	if err := json.Unmarshal(msg["method"], &method); err != nil || method == "" {
+		return "", false
+	}
+	return method, true
+}
+
+// PayloadMethods returns the methods an HTTP body would run, in order: the
+// one of a single message or those of a batch, decoded exactly as the
+// handler decodes them, so a method it does not list is one that cannot
+// run. A body that runs nothing (not JSON, an empty or too long batch,
+// messages naming no method) gives none.
+func PayloadMethods(body []byte) []string {
+	body = bytes.TrimSpace(body)
+	if !json.Valid(body) {
+		return nil
+	}
+	msgs := []json.RawMessage{body}
+	if len(body) > 0 && body[0] == '[' {
+		msgs = nil
+		if err := json.Unmarshal(body, &msgs); err != nil || len(msgs) > MaxBatch {
+			return nil
+		}
+	}
+	var methods []string
+	for _, raw := range msgs {
+		var msg map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &msg); err != nil || msg == nil {
+			continue
+		}
+		if m, ok := methodOf(msg); ok {
+			methods = append(methods, m)
+		}
+	}
+	return methods
+}
+
+// WorkerMethod reports whether method is one a worker needs (SPEC §7.1):
+// leasing, renewing, recovering, completing (gitlease/completion too, the
+// same completion with a note) and releasing its own items, reading an
+// entry, the queue's stats and the health check. GITLEASE_RPC_WORKER_TOKEN
+// may call these and nothing else.
+func WorkerMethod(method string) bool {
+	switch method {
+	case MethodV2Lease, MethodV2Renew, MethodV2Recover, MethodV2Completion, MethodCompletion,
+		MethodV2ReleasePending, MethodEntryGet, MethodStats, MethodHealthCheck:
+		return true
+	}
+	return false
 }
 
 func validID(id json.RawMessage) bool {

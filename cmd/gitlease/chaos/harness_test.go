@@ -31,7 +31,7 @@ const (
 	repoID         = 1296269
 	installationID = 2311213
 	webhookSecret  = "chaos-webhook-secret"
-	rpcToken       = "chaos-rpc-token"
+	rpcToken       = "chaos-rpc-token-0123"
 	// workerExec is the built-in worker's command: quick, so items finish
 	// within the test, but long enough that kills land while some run.
 	workerExec = "sleep 0.2"
