@@ -20,6 +20,10 @@ func TestSecretsNotFromFlags(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("from-file-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	urlFile := filepath.Join(dir, "database-url")
+	if err := os.WriteFile(urlFile, []byte("postgres://gitlease:pw@127.0.0.1:5432/gitlease\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	short := filepath.Join(dir, "short")
 	if err := os.WriteFile(short, []byte("fifteen-chars-x\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -42,9 +46,9 @@ func TestSecretsNotFromFlags(t *testing.T) {
 		{name: "private key flag", args: []string{"--github-private-key=k"}, setting: "flags"},
 		{name: "database URL flag", args: []string{"--database-url=postgres://u:pw@h/db"}, setting: "flags"},
 		{name: "worker token flag", args: []string{"--rpc-worker-token=0123456789abcdef"}, setting: "flags"},
-		{name: "database URL from a file", args: []string{"--database-url-file", tokenFile},
+		{name: "database URL from a file", args: []string{"--database-url-file", urlFile},
 			check: func(t *testing.T, c config) {
-				if c.DatabaseURL != "from-file-0123456789" {
+				if c.DatabaseURL != "postgres://gitlease:pw@127.0.0.1:5432/gitlease" {
 					t.Errorf("database URL %q, want the file's", c.DatabaseURL)
 				}
 			}},
