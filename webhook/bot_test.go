@@ -42,6 +42,7 @@ func TestOwnBotLearnedLazily(t *testing.T) {
 	opts := defaultOptions()
 	opts.mapper.BotLogin = ""
 	opts.mapper.Bot = bot
+	opts.mapper.AllowedAuthors, _ = webhook.ParseAllowedAuthors("any") // a bot's association is NONE
 	env := newEnv(t, opts)
 	own := payload(t, "pull_request-opened-bot")
 	steps := []struct {

@@ -101,6 +101,9 @@ type subjectFields struct {
 	HTMLURL   string        `json:"html_url"`
 	Labels    []labelFields `json:"labels"`
 	UpdatedAt lenientTime   `json:"updated_at"`
+	// AuthorAssociation is the author's relation to the repository
+	// (OWNER, MEMBER, COLLABORATOR, NONE, …): who may start work.
+	AuthorAssociation string `json:"author_association"`
 }
 
 type issueFields struct {
@@ -250,7 +253,7 @@ func (pr *prFields) clean() {
 }
 
 func (sf *subjectFields) clean() {
-	cleanStr(&sf.State, &sf.Title, &sf.Body, &sf.HTMLURL)
+	cleanStr(&sf.State, &sf.Title, &sf.Body, &sf.HTMLURL, &sf.AuthorAssociation)
 	for i := range sf.Labels {
 		cleanStr(&sf.Labels[i].Name)
 	}
@@ -278,6 +281,7 @@ func prFieldsOf(pr *github.PullRequest) *prFields {
 	out := &prFields{subjectFields: subjectFields{
 		Number: pr.GetNumber(), State: pr.GetState(), Title: pr.GetTitle(), Body: pr.GetBody(),
 		HTMLURL: pr.GetHTMLURL(), UpdatedAt: lenientTime{pr.GetUpdatedAt().Time},
+		AuthorAssociation: pr.GetAuthorAssociation(),
 	}}
 	for _, l := range pr.Labels {
 		out.Labels = append(out.Labels, labelFields{Name: l.GetName()})

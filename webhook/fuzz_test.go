@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-github/v66/github"
 
 	"github.com/gitlease/gitlease/queue"
@@ -134,11 +137,19 @@ func FuzzMapper(f *testing.F) {
 	f.Add("ping", []byte(`{"hook":7}`))
 	f.Add("", []byte(`{}`))
 
+	f.Add("issues", []byte(`{"action":"opened","issue":{"number":1,"author_association":"MANNEQUIN"},"repository":{"id":1,"full_name":"a/b","default_branch":"main"}}`))
+	f.Add("issue_comment", []byte(`{"action":"created","comment":{"body":"/gitlease run","author_association":"mannequin"},"issue":{"number":3,"author_association":"NONE"},"repository":{"id":1,"full_name":"a/b","default_branch":"main"}}`))
+
 	prs := anyPRs{pr: *newFakePRs(f).pr}
-	mappers := make([]*webhook.Mapper, 0, 2)
+	mannequins, err := webhook.ParseAllowedAuthors("MANNEQUIN")
+	if err != nil {
+		f.Fatal(err)
+	}
+	mappers := make([]*webhook.Mapper, 0, 3)
 	for _, cfg := range []webhook.MapperConfig{
 		{BranchPrefix: "gitlease/", BotLogin: botLogin, AppID: 424242}, // the fixtures' App: Re-runs are acted on
 		{BranchPrefix: "", TriggerLabel: "gitlease"},
+		{BranchPrefix: "x/", AllowedAuthors: mannequins}, // last: the author check below applies to it
 	} {
 		m, err := webhook.NewMapper(prs, cfg)
 		if err != nil {
@@ -147,7 +158,7 @@ func FuzzMapper(f *testing.F) {
 		mappers = append(mappers, m)
 	}
 	f.Fuzz(func(t *testing.T, event string, body []byte) {
-		for _, m := range mappers {
+		for i, m := range mappers {
 			dec, err := m.Map(context.Background(), event, "fuzz-delivery", body)
 			var perr *webhook.PayloadError
 			if err != nil {
@@ -172,6 +183,11 @@ func FuzzMapper(f *testing.F) {
 				if _, err := queue.RequestHash(p.Dispatch, p.Reservation, nil, nil); err != nil {
 					t.Fatalf("dispatch does not hash: %v", err)
 				}
+				if i == len(mappers)-1 {
+					if assoc := authorOf(event, body); !strings.EqualFold(assoc, "MANNEQUIN") {
+						t.Fatalf("enqueued for author association %q, only MANNEQUIN allowed", assoc)
+					}
+				}
 			case webhook.KindCancel:
 				if _, _, ok := queue.SplitQualifiedID(dec.QualifiedID); !ok {
 					t.Fatalf("cancel of %q", dec.QualifiedID)
@@ -183,6 +199,20 @@ func FuzzMapper(f *testing.F) {
 			}
 		}
 	})
+}
+
+// authorOf is the association that decides who may start work, read from
+// body apart from the mapper: the comment's for a comment command, else the
+// issue's or pull request's.
+func authorOf(event string, body []byte) string {
+	var p map[string]any
+	if jsonv2.Unmarshal(bytes.TrimSpace(body), &p, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) != nil {
+		return ""
+	}
+	part := map[string]string{"issues": "issue", "pull_request": "pull_request", "issue_comment": "comment"}[event]
+	o, _ := p[part].(map[string]any)
+	s, _ := o["author_association"].(string)
+	return strings.ReplaceAll(s, "\x00", "")
 }
 
 // FuzzDecodeBody: any content type and body either decodes to the payload

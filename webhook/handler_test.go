@@ -25,6 +25,7 @@ type wantItem struct {
 	labels            []string
 	reservation       queue.Reservation
 	headSHA           string
+	headInFork        bool
 	number            int
 	sender            string
 	triggerSource     string
@@ -67,6 +68,8 @@ func TestHandlerEvents(t *testing.T) {
 	t.Parallel()
 	withTrigger := func(o *options) { o.mapper.TriggerLabel = "gitlease" }
 	withPRs := func(o *options) { o.prs = newFakePRs(t) }
+	anyAuthor := func(o *options) { o.mapper.AllowedAuthors, _ = webhook.ParseAllowedAuthors("any") }
+	collaborator := func(m map[string]any) { obj(m, "pull_request")["author_association"] = "COLLABORATOR" }
 	setAction := func(action string) func(m map[string]any) { return func(m map[string]any) { m["action"] = action } }
 
 	tests := []struct {
@@ -107,19 +110,38 @@ func TestHandlerEvents(t *testing.T) {
 
 		{name: "pull request opened", fixture: "pull_request-opened", status: 202, outcome: webhook.OutcomeEnqueued,
 			item: prItem("opened", headSHA)},
-		{name: "pull request opened from a fork", fixture: "pull_request-opened-fork", status: 202, outcome: webhook.OutcomeEnqueued,
+		{name: "pull request from a fork by a contributor", fixture: "pull_request-opened-fork", sender: "hubot", status: 200,
+			outcome: webhook.OutcomeIgnored, reason: "pull request author association CONTRIBUTOR is not in GITLEASE_ALLOWED_AUTHORS=OWNER,MEMBER,COLLABORATOR"},
+		{name: "issue by a stranger", fixture: "issues-opened", edit: func(m map[string]any) { obj(m, "issue")["author_association"] = "NONE" },
+			status: 200, outcome: webhook.OutcomeIgnored, reason: "issue author association NONE is not in GITLEASE_ALLOWED_AUTHORS=OWNER,MEMBER,COLLABORATOR"},
+		{name: "issue by a stranger, anyone allowed", fixture: "issues-opened", opts: anyAuthor,
+			edit:   func(m map[string]any) { obj(m, "issue")["author_association"] = "NONE" },
+			status: 202, outcome: webhook.OutcomeEnqueued, item: issueItem("opened", "bug")},
+		{name: "issue without an association", fixture: "issues-opened", edit: func(m map[string]any) { delete(obj(m, "issue"), "author_association") },
+			status: 200, outcome: webhook.OutcomeIgnored, reason: "issue author association (none) is not in GITLEASE_ALLOWED_AUTHORS"},
+		{name: "pull request from a fork by anyone allowed", fixture: "pull_request-opened-fork", opts: anyAuthor, status: 202,
+			outcome: webhook.OutcomeEnqueued, sender: "hubot", item: &wantItem{
+				kind: webhook.KindPullRequest, qualifiedID: forkQID, title: "Translate the greeting to Spanish",
+				reservation: queue.Reservation{Repository: repoName, BaseRef: "refs/heads/main", HeadRef: "refs/pull/1349/head"},
+				headSHA:     "3c5d8b0f7e1a4c2d9b6e8f0a1c3e5d7b9f2a4c6e", headInFork: true, number: 1349, sender: "hubot",
+				triggerSource: "github:pull_request.opened", htmlURL: "https://github.com/octocat/Hello-World/pull/1349",
+			}},
+		{name: "pull request opened from a fork", fixture: "pull_request-opened-fork", edit: collaborator, status: 202, outcome: webhook.OutcomeEnqueued,
 			sender: "hubot", item: &wantItem{
 				kind: webhook.KindPullRequest, qualifiedID: forkQID, title: "Translate the greeting to Spanish",
 				reservation: queue.Reservation{Repository: repoName, BaseRef: "refs/heads/main", HeadRef: "refs/pull/1349/head"},
-				headSHA:     "3c5d8b0f7e1a4c2d9b6e8f0a1c3e5d7b9f2a4c6e", number: 1349, sender: "hubot",
+				headSHA:     "3c5d8b0f7e1a4c2d9b6e8f0a1c3e5d7b9f2a4c6e", headInFork: true, number: 1349, sender: "hubot",
 				triggerSource: "github:pull_request.opened", htmlURL: "https://github.com/octocat/Hello-World/pull/1349",
 			}},
 		{name: "pull request from a deleted fork", fixture: "pull_request-opened-fork", sender: "hubot",
-			edit:   func(m map[string]any) { obj(obj(m, "pull_request"), "head")["repo"] = nil },
+			edit: func(m map[string]any) {
+				collaborator(m)
+				obj(obj(m, "pull_request"), "head")["repo"] = nil
+			},
 			status: 202, outcome: webhook.OutcomeEnqueued, item: &wantItem{
 				kind: webhook.KindPullRequest, qualifiedID: forkQID, title: "Translate the greeting to Spanish",
 				reservation: queue.Reservation{Repository: repoName, BaseRef: "refs/heads/main", HeadRef: "refs/pull/1349/head"},
-				headSHA:     "3c5d8b0f7e1a4c2d9b6e8f0a1c3e5d7b9f2a4c6e", number: 1349, sender: "hubot",
+				headSHA:     "3c5d8b0f7e1a4c2d9b6e8f0a1c3e5d7b9f2a4c6e", headInFork: true, number: 1349, sender: "hubot",
 				triggerSource: "github:pull_request.opened", htmlURL: "https://github.com/octocat/Hello-World/pull/1349",
 			}},
 		{name: "pull request synchronize", fixture: "pull_request-synchronize", status: 202, outcome: webhook.OutcomeEnqueued,
@@ -161,7 +183,24 @@ func TestHandlerEvents(t *testing.T) {
 				return w
 			}()},
 		{name: "comment command from someone without write access", fixture: "issue_comment-created-none", sender: "mona-stranger",
-			status: 200, outcome: webhook.OutcomeIgnored, reason: `association "NONE" may not run gitlease`},
+			status: 200, outcome: webhook.OutcomeIgnored, reason: "comment author association NONE is not in GITLEASE_ALLOWED_AUTHORS=OWNER,MEMBER,COLLABORATOR"},
+		{name: "comment command from a stranger, allowed by the setting", fixture: "issue_comment-created-none", sender: "mona-stranger",
+			opts:   func(o *options) { o.mapper.AllowedAuthors, _ = webhook.ParseAllowedAuthors("contributor, NONE") },
+			status: 202, outcome: webhook.OutcomeEnqueued, item: func() *wantItem {
+				w := issueItem("opened", "bug")
+				w.triggerSource, w.sender = "github:issue_comment.created", "mona-stranger"
+				return w
+			}()},
+		{name: "a collaborator's command on a stranger's issue", fixture: "issue_comment-created",
+			edit: func(m map[string]any) {
+				obj(m, "issue")["author_association"] = "NONE"
+				obj(m, "comment")["author_association"] = "COLLABORATOR"
+			},
+			status: 202, outcome: webhook.OutcomeEnqueued, item: func() *wantItem {
+				w := issueItem("opened", "bug")
+				w.triggerSource = "github:issue_comment.created"
+				return w
+			}()},
 		{name: "comment that is no command", fixture: "issue_comment-created",
 			edit:   func(m map[string]any) { obj(m, "comment")["body"] = "/gitlease running late, sorry" },
 			status: 200, outcome: webhook.OutcomeIgnored, reason: "is not a /gitlease run command"},
@@ -273,7 +312,7 @@ func checkItem(t *testing.T, e *testEnv, resp webhook.Response, deliveryID strin
 	}
 	wantMeta := webhook.Metadata{
 		InstallationID: installID, RepositoryID: repoID, Repository: repoName, Number: want.number,
-		HTMLURL: want.htmlURL, HeadSHA: want.headSHA, Event: m.Event, Action: m.Action,
+		HTMLURL: want.htmlURL, HeadSHA: want.headSHA, HeadInFork: want.headInFork, Event: m.Event, Action: m.Action,
 		DeliveryID: deliveryID, Sender: want.sender, CommentID: m.CommentID,
 	}
 	if m != wantMeta {
@@ -321,6 +360,7 @@ func TestCollisions(t *testing.T) {
 		// the reason the App's own events are ignored.
 		opts := defaultOptions()
 		opts.mapper.BotLogin = ""
+		opts.mapper.AllowedAuthors, _ = webhook.ParseAllowedAuthors("any") // a bot's association is NONE
 		e := newEnv(t, opts)
 		_, first := e.post(t, request{event: "issues", delivery: "d-issue", body: payload(t, "issues-opened")})
 		status, resp := e.post(t, request{event: "pull_request", delivery: "d-bot-pr", body: payload(t, "pull_request-opened-bot")})

@@ -93,7 +93,7 @@ func TestMapperReadsOnlyTheEnvelope(t *testing.T) {
 		}
 	}
 	dec, err := m.Map(context.Background(), "issues", "d", []byte(
-		`{"action":"opened","issue":{"number":3,"updated_at":true,"user":"?","closed_at":[1]},"repository":{"id":1,"full_name":"a/b","default_branch":"main","created_at":1}}`))
+		`{"action":"opened","issue":{"number":3,"author_association":"MEMBER","updated_at":true,"user":"?","closed_at":[1]},"repository":{"id":1,"full_name":"a/b","default_branch":"main","created_at":1}}`))
 	if err != nil || dec.Kind != webhook.KindEnqueue {
 		t.Fatalf("issue with odd unused fields: %v %v, want enqueue", dec.Kind, err)
 	}

@@ -66,6 +66,9 @@ type MapperConfig struct {
 	// AppID is the App's numeric ID (GITHUB_APP_ID): a Re-run is acted on
 	// only for its own check runs. 0 ignores every Re-run.
 	AppID int64
+	// AllowedAuthors is who may start work (GITLEASE_ALLOWED_AUTHORS);
+	// the zero value allows owners, members and collaborators.
+	AllowedAuthors AllowedAuthors
 }
 
 // Mapper turns a GitHub event into a queue decision (docs/webhook.md). It keeps no
@@ -150,6 +153,9 @@ type Metadata struct {
 	Sender         string `json:"sender"`
 	// CommentID is the comment that carried a /gitlease run command.
 	CommentID int64 `json:"comment_id,omitempty"`
+	// HeadInFork marks a pull request whose head is in a fork: its
+	// command gets a read-only token (SPEC §6.2).
+	HeadInFork bool `json:"head_in_fork,omitempty"`
 }
 
 // QualifiedID returns the qualified subject ID of an issue or pull request:
@@ -248,6 +254,9 @@ func (m *Mapper) issues(d delivery, ev *payload) (Decision, error) {
 	if ignored, ok := m.triggered(d, action, "issue", issue.State, issue.Labels, ev.Label); !ok {
 		return ignored, nil
 	}
+	if !m.cfg.AllowedAuthors.Allows(issue.AuthorAssociation) {
+		return m.refuse(d, "issue", issue.AuthorAssociation), nil
+	}
 	return m.enqueueIssue(d, repo, issue, nil)
 }
 
@@ -273,11 +282,14 @@ func (m *Mapper) pullRequest(d delivery, ev *payload) (Decision, error) {
 	if ignored, ok := m.triggered(d, action, "pull request", pr.State, pr.Labels, ev.Label); !ok {
 		return ignored, nil
 	}
+	if !m.cfg.AllowedAuthors.Allows(pr.AuthorAssociation) {
+		return m.refuse(d, "pull request", pr.AuthorAssociation), nil
+	}
 	return m.enqueuePullRequest(d, repo, pr, nil)
 }
 
 // issueComment maps an issue_comment event: a /gitlease run command from
-// someone with write access enqueues its issue or pull request.
+// an allowed author (§6.2) enqueues its issue or pull request.
 func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *payload) (Decision, error) {
 	if action := d.action(); action != "created" {
 		return d.ignore("issue_comment action %q is not handled", action), nil
@@ -289,10 +301,10 @@ func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *payload) (Dec
 	if !isCommand(comment.Body) {
 		return d.ignore("comment is not a %s command", CommentCommand), nil
 	}
-	switch assoc := comment.AuthorAssociation; assoc {
-	case "OWNER", "MEMBER", "COLLABORATOR":
-	default:
-		return d.ignore("comment author association %q may not run gitlease (OWNER, MEMBER or COLLABORATOR may)", assoc), nil
+	// The comment's author decides, whoever wrote the issue: a
+	// collaborator may start work on a stranger's issue.
+	if !m.cfg.AllowedAuthors.Allows(comment.AuthorAssociation) {
+		return m.refuse(d, "comment", comment.AuthorAssociation), nil
 	}
 	repo, err := requireRepo(d.event, ev.Repository)
 	if err != nil {
@@ -439,7 +451,8 @@ func (m *Mapper) enqueuePullRequest(d delivery, repo *repoFields, pr *prFields, 
 	headRef := "refs/heads/" + head.Ref
 	// A fork's branch is not in this repository; GitHub mirrors its head at
 	// refs/pull/<n>/head. A deleted fork arrives with head.repo null.
-	if head.Repo == nil || head.Repo.ID != repo.ID {
+	inFork := head.Repo == nil || head.Repo.ID != repo.ID
+	if inFork {
 		headRef = "refs/pull/" + strconv.Itoa(pr.Number) + "/head"
 	}
 	res := queue.Reservation{Repository: repo.FullName, BaseRef: "refs/heads/" + base.Ref, HeadRef: headRef}
@@ -450,7 +463,7 @@ func (m *Mapper) enqueuePullRequest(d delivery, repo *repoFields, pr *prFields, 
 	return m.enqueue(d, subjectParams{
 		kind: KindPullRequest, repo: repo, number: pr.Number,
 		title: pr.Title, body: pr.Body, labels: pr.Labels, htmlURL: pr.HTMLURL, headSHA: head.SHA,
-		res: res, requestedAt: requested, comment: comment,
+		res: res, requestedAt: requested, comment: comment, headInFork: inFork,
 	})
 }
 
@@ -465,6 +478,7 @@ type subjectParams struct {
 	res         queue.Reservation
 	requestedAt time.Time
 	comment     *commentFields
+	headInFork  bool
 }
 
 // enqueue assembles the dispatch, keyed by the delivery ID.
@@ -482,6 +496,7 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 		Action:       d.action(),
 		DeliveryID:   d.deliveryID,
 		Sender:       deref(d.facts.Sender),
+		HeadInFork:   p.headInFork,
 	}
 	if d.facts.InstallationID != nil {
 		meta.InstallationID = *d.facts.InstallationID

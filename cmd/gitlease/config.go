@@ -21,6 +21,7 @@ import (
 
 	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/db"
+	"github.com/gitlease/gitlease/webhook"
 )
 
 // errHelp ends a command after it printed its --help.
@@ -54,6 +55,8 @@ type config struct {
 	UIViewToken    app.Secret // GITLEASE_UI_VIEW_TOKEN
 	LeaseTTL       time.Duration
 	TriggerLabel   string
+	// AllowedAuthors is who may start work (GITLEASE_ALLOWED_AUTHORS).
+	AllowedAuthors webhook.AllowedAuthors
 	BranchPrefix   string
 	WorkerSlots    int
 	WorkerExec     string
@@ -112,6 +115,7 @@ var settings = []setting{
 	{env: "GITLEASE_UI_VIEW_TOKEN_FILE", flag: "ui-view-token-file", help: "the dashboard's read-only token, path to a file holding it"},
 	{env: "GITLEASE_LEASE_TTL", flag: "lease-ttl", def: "30m", help: "lease time-to-live (Go duration)"},
 	{env: "GITLEASE_TRIGGER_LABEL", flag: "trigger-label", help: "if set, only issues/PRs carrying this label are enqueued"},
+	{env: "GITLEASE_ALLOWED_AUTHORS", flag: "allowed-authors", def: webhook.DefaultAllowedAuthors, help: "author associations that may start work (issues, pull requests, comment commands); any = everyone"},
 	{env: "GITLEASE_BRANCH_PREFIX", flag: "branch-prefix", def: "gitlease/", help: "prefix for branches gitlease creates"},
 	{env: "GITLEASE_GITHUB_WRITES_PER_SEC", flag: "github-writes-per-sec", def: "1", help: "GitHub writes per second per credential after a burst of 5 (0 = unpaced)"},
 	{env: "GITLEASE_WORKER_SLOTS", flag: "worker-slots", def: "5", help: "built-in worker slots (0 disables it; 1..5)"},
@@ -235,6 +239,9 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 		return c, &configError{Setting: "GITLEASE_LEASE_TTL", Problem: fmt.Sprintf("%q is not a Go duration of at least 1s", get("GITLEASE_LEASE_TTL"))}
 	}
 	c.TriggerLabel = get("GITLEASE_TRIGGER_LABEL")
+	if c.AllowedAuthors, err = webhook.ParseAllowedAuthors(get("GITLEASE_ALLOWED_AUTHORS")); err != nil {
+		return c, &configError{Setting: webhook.AuthorsSetting, Problem: err.Error()}
+	}
 	c.BranchPrefix = get("GITLEASE_BRANCH_PREFIX")
 	if c.GitHubWritesPerSec, err = strconv.ParseFloat(get("GITLEASE_GITHUB_WRITES_PER_SEC"), 64); err != nil || c.GitHubWritesPerSec < 0 || c.GitHubWritesPerSec > 1000 {
 		return c, &configError{Setting: "GITLEASE_GITHUB_WRITES_PER_SEC", Problem: fmt.Sprintf("%q is not a number from 0 to 1000", get("GITLEASE_GITHUB_WRITES_PER_SEC"))}

@@ -295,7 +295,7 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 		bot = github.NewBotAccount(gh, 0)
 	}
 	mapper, err := webhook.NewMapper(prs, webhook.MapperConfig{TriggerLabel: cfg.TriggerLabel, BranchPrefix: cfg.BranchPrefix,
-		BotLogin: botLogin, Bot: bot, AppID: cfg.AppID})
+		BotLogin: botLogin, Bot: bot, AppID: cfg.AppID, AllowedAuthors: cfg.AllowedAuthors})
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
