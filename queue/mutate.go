@@ -36,6 +36,10 @@ const ReasonSubjectClosed = "queue entry was cancelled: its subject was closed"
 
 var errSubjectClosed = errors.New(ReasonSubjectClosed)
 
+// NoteTimedOut starts the note of an item that failed because its command
+// ran past GITLEASE_WORKER_TIMEOUT: its check run concludes timed_out.
+const NoteTimedOut = "gitlease: timed out"
+
 // RenewParams extends a live lease (QueueLeaseRenewRequest).
 type RenewParams struct {
 	Execution Fence

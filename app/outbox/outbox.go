@@ -256,9 +256,13 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 		queue.StatusCancelled: "it was cancelled (its subject was closed, or its worker cancelled it)",
 		queue.StatusDropped:   "an operator dropped it from the queue, or it expired before a worker took it",
 	}[it.Status()]
+	conclusion := conclusions[it.Status()]
+	if it.Status() == queue.StatusFailed && strings.HasPrefix(it.Note(), queue.NoteTimedOut) {
+		conclusion, why = "timed_out", "its command ran past GITLEASE_WORKER_TIMEOUT and was ended"
+	}
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
 		Status:     "completed",
-		Conclusion: conclusions[it.Status()],
+		Conclusion: conclusion,
 		Title:      fmt.Sprintf("%s: generation %d", strings.ToUpper(it.Status()[:1])+it.Status()[1:], it.Generation()),
 		Summary:    fmt.Sprintf("Generation %d of %s ended %s: %s.", it.Generation(), it.QualifiedID(), it.Status(), why) + noteText(it.Note()),
 	})

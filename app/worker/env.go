@@ -2,7 +2,6 @@ package worker
 
 import (
 	"fmt"
-	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -10,9 +9,9 @@ import (
 )
 
 // What a worker command gets from the server it runs under: an environment
-// built from an allow-list (never the server's own secrets), its item's
-// dispatch in a file only it can read, and, when configured, another OS
-// user's identity.
+// built from an allow-list (never the server's own secrets) and, when
+// configured, another OS user's identity. Its room (HOME, TMPDIR, the
+// dispatch file) is the sandbox's.
 
 // maxDispatchEnv is the size from which the dispatch is passed only in
 // GITLEASE_DISPATCH_FILE: the kernel refuses a single variable over 128 KiB
@@ -20,13 +19,13 @@ import (
 const maxDispatchEnv = 64 << 10
 
 // childEnv is a command's environment: the variables of base on the
-// allow-list (PATH, HOME, LANG, LC_ALL, LC_CTYPE, TZ, TMPDIR) or named in
-// pass (the first of each), HOME replaced by home when it is not empty,
-// then the item's variables. Nothing else of base reaches the command,
-// whatever its name: the item's GITLEASE_* variables and GITHUB_TOKEN are
-// added by the worker itself.
-func childEnv(base, pass []string, home string, item []string) []string {
-	want := map[string]bool{"PATH": true, "HOME": true, "LANG": true, "LC_ALL": true, "LC_CTYPE": true, "TZ": true, "TMPDIR": true}
+// allow-list (PATH, LANG, LC_ALL, LC_CTYPE, TZ) or named in pass (the
+// first of each), then the item's variables. Nothing else of base reaches
+// the command, whatever its name: the item's GITLEASE_* variables and
+// GITHUB_TOKEN are added by the worker itself, HOME, TMPDIR and
+// GITLEASE_DISPATCH_FILE by the sandbox (the command's own room).
+func childEnv(base, pass []string, item []string) []string {
+	want := map[string]bool{"PATH": true, "LANG": true, "LC_ALL": true, "LC_CTYPE": true, "TZ": true}
 	for _, n := range pass {
 		want[n] = true
 	}
@@ -34,14 +33,11 @@ func childEnv(base, pass []string, home string, item []string) []string {
 	env := make([]string, 0, len(want)+len(item))
 	for _, kv := range base {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || !want[k] || seen[k] || (k == "HOME" && home != "") {
+		if !ok || !want[k] || seen[k] {
 			continue
 		}
 		seen[k] = true
 		env = append(env, kv)
-	}
-	if home != "" {
-		env = append(env, "HOME="+home)
 	}
 	return append(env, item...)
 }
@@ -50,11 +46,10 @@ func childEnv(base, pass []string, home string, item []string) []string {
 type commandUser struct {
 	name string
 	cred *syscall.Credential
-	home string
 }
 
 // lookupCommandUser resolves name (a user name or numeric uid) to its uid,
-// primary gid, supplementary groups and home directory. It returns an error
+// primary gid and supplementary groups. It returns an error
 // when the user does not exist.
 func lookupCommandUser(name string) (*commandUser, error) {
 	u, err := user.Lookup(name)
@@ -78,28 +73,5 @@ func lookupCommandUser(name string) (*commandUser, error) {
 			cred.Groups = append(cred.Groups, uint32(n))
 		}
 	}
-	return &commandUser{name: u.Username, cred: cred, home: u.HomeDir}, nil
-}
-
-// writeDispatchFile writes the dispatch to a new file readable only by the
-// command (mode 0600, owned by u when set) and returns its path and a func
-// that removes it.
-func writeDispatchFile(dispatch []byte, u *commandUser) (string, func(), error) {
-	f, err := os.CreateTemp("", "gitlease-dispatch-*.json")
-	if err != nil {
-		return "", nil, fmt.Errorf("create dispatch file: %w", err)
-	}
-	remove := func() { _ = os.Remove(f.Name()) }
-	_, err = f.Write(dispatch)
-	if err == nil && u != nil {
-		err = f.Chown(int(u.cred.Uid), int(u.cred.Gid))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		remove()
-		return "", nil, fmt.Errorf("write dispatch file: %w", err)
-	}
-	return f.Name(), remove, nil
+	return &commandUser{name: u.Username, cred: cred}, nil
 }

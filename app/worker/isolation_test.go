@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -155,7 +156,8 @@ for r in widgets secrets; do
 	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $GITHUB_TOKEN" "` + gh.URL() + `repos/octo/$r")
 	echo "$r $code"
 done
-echo "token $GITHUB_TOKEN"`})
+echo "token $GITHUB_TOKEN"
+echo "sha $(printf %s "$GITHUB_TOKEN" | sha256sum | cut -c1-64)"`})
 	v := waitStatus(t, store, verified, queue.StatusCompleted, 20*time.Second)
 	f := waitStatus(t, store, forged, queue.StatusCompleted, 20*time.Second)
 	if f.Note() != "no token" {
@@ -164,11 +166,16 @@ echo "token $GITHUB_TOKEN"`})
 	if !strings.Contains(v.Note(), "widgets 200") || !strings.Contains(v.Note(), "secrets 404") {
 		t.Errorf("with its token the command got %q, want its repository 200 and the other 404", v.Note())
 	}
-	tok := v.Note()[strings.Index(v.Note(), "token ")+len("token "):]
+	if !strings.Contains(v.Note(), "token ***\n") {
+		t.Errorf("the token is not masked in the note: %q", v.Note())
+	}
+	sum := v.Note()[strings.Index(v.Note(), "sha ")+len("sha "):]
 	scopes := gh.TokenScopes()
-	i := slices.IndexFunc(scopes, func(s githubtest.TokenScope) bool { return s.Token == strings.TrimSpace(tok) })
+	i := slices.IndexFunc(scopes, func(s githubtest.TokenScope) bool {
+		return fmt.Sprintf("%x", sha256.Sum256([]byte(s.Token))) == strings.TrimSpace(sum)
+	})
 	if i < 0 {
-		t.Fatalf("the command's token is not one the fake issued: %q", tok)
+		t.Fatalf("the command's token is not one the fake issued: sha %q", sum)
 	}
 	sc := scopes[i]
 	wantPerms := map[string]string{"contents": "write", "pull_requests": "write", "checks": "write", "metadata": "read"}

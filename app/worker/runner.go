@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os/exec"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/gitlease/gitlease/app/worker/sandbox"
 	"github.com/gitlease/gitlease/webhook"
 
 	"github.com/gitlease/gitlease/queue"
@@ -48,13 +50,12 @@ const (
 )
 
 // itemEnv lists the GITLEASE_* variables describing a leased item: the
-// dispatch is in the file dispatchFile names and, when under 64 KiB, in
-// GITLEASE_DISPATCH too.
-func itemEnv(f queue.Fence, dispatch json.RawMessage, dispatchFile string, meta webhook.ItemMeta, prov *queue.Provisioning) []string {
+// dispatch is in the file GITLEASE_DISPATCH_FILE names (the sandbox sets
+// it) and, when under 64 KiB, in GITLEASE_DISPATCH too.
+func itemEnv(f queue.Fence, dispatch json.RawMessage, meta webhook.ItemMeta, prov *queue.Provisioning) []string {
 	v := map[string]string{
-		"GITLEASE_ENTRY_ID":      f.QueueLease.EntryID,
-		"GITLEASE_WORKFLOW_ID":   f.WorkflowID,
-		"GITLEASE_DISPATCH_FILE": dispatchFile,
+		"GITLEASE_ENTRY_ID":    f.QueueLease.EntryID,
+		"GITLEASE_WORKFLOW_ID": f.WorkflowID,
 	}
 	if len(dispatch) < maxDispatchEnv {
 		v["GITLEASE_DISPATCH"] = string(dispatch)
@@ -90,7 +91,7 @@ func itemEnv(f queue.Fence, dispatch json.RawMessage, dispatchFile string, meta 
 	names := []string{
 		"GITLEASE_ENTRY_ID", "GITLEASE_QUALIFIED_ID", "GITLEASE_GENERATION", "GITLEASE_WORKFLOW_ID",
 		"GITLEASE_REPOSITORY", "GITLEASE_BASE_REF", "GITLEASE_HEAD_REF", "GITLEASE_HEAD_SHA",
-		"GITLEASE_PR_NUMBER", "GITLEASE_PR_URL", "GITLEASE_INSTALLATION_ID", "GITLEASE_DISPATCH_FILE",
+		"GITLEASE_PR_NUMBER", "GITLEASE_PR_URL", "GITLEASE_INSTALLATION_ID",
 	}
 	env := make([]string, 0, len(names)+1)
 	for _, n := range names {
@@ -102,33 +103,44 @@ func itemEnv(f queue.Fence, dispatch json.RawMessage, dispatchFile string, meta 
 	return env
 }
 
-// tailBuffer keeps the last max bytes written to it: a command's combined
-// output, of which only the end goes into the check run.
+// tailBuffer keeps the end of a command's combined output, of which only
+// the last max bytes go into the check run, masked: it holds the longest
+// secret's length more, so a secret cut by the kept window's start is
+// masked whole before the cut.
 type tailBuffer struct {
 	mu      sync.Mutex
 	max     int
+	mask    *masker
 	buf     []byte
 	dropped bool
+}
+
+func newTailBuffer(max int, m *masker) *tailBuffer {
+	return &tailBuffer{max: max, mask: m}
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
+	if over := len(t.buf) - t.max - t.mask.longest(); over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
 		t.dropped = true
 	}
 	return len(p), nil
 }
 
-// String is the tail as text Postgres and GitHub accept: valid UTF-8, no
-// NUL bytes, and, when earlier output was dropped, starting at a line.
+// String is the tail as text Postgres and GitHub accept: masked, valid
+// UTF-8, no NUL bytes, and, when earlier output was dropped, starting at a
+// line.
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
-	s := string(t.buf)
+	s := t.mask.apply(string(t.buf))
 	dropped := t.dropped
 	t.mu.Unlock()
+	if over := len(s) - t.max; over > 0 {
+		s, dropped = s[over:], true
+	}
 	if i := strings.IndexByte(s, '\n'); dropped && i >= 0 && i < len(s)-1 {
 		s = s[i+1:]
 	}
@@ -366,9 +378,9 @@ func (j *job) awaitProvisioning(ctx context.Context) (*queue.Provisioning, error
 	}
 }
 
-// execute runs the command, if any, and returns the outcome to complete
-// with and the output tail. It returns a *lostError or errShutdown when it
-// had to stop the command.
+// execute runs the command, if any, in a sandbox of its own, and returns
+// the outcome to complete with and the output tail, masked. It returns a
+// *lostError or errShutdown when it had to stop the command.
 func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, note string, err error) {
 	cfg := j.w.cfg
 	select {
@@ -385,67 +397,65 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 		return "", "", errShutdown
 	default:
 	}
-	tail := &tailBuffer{max: cfg.OutputTail}
-	file, removeFile, err := writeDispatchFile(j.dispatch, j.w.user)
-	if err != nil {
-		return "", "", err
-	}
-	defer removeFile()
-	home := ""
-	if j.w.user != nil {
-		home = j.w.user.home
-	}
 	pass := cfg.PassEnv
 	if j.w.remote {
 		// A remote worker passes on the GITHUB_TOKEN of its own environment.
 		pass = append(slices.Clone(pass), "GITHUB_TOKEN")
 	}
-	env := childEnv(cfg.Env, pass, home, itemEnv(j.currentFence(), j.dispatch, file, j.meta, prov))
+	env := childEnv(cfg.Env, pass, itemEnv(j.currentFence(), j.dispatch, j.meta, prov))
+	secrets := passedValues(cfg.Env, pass)
+	var tokenNote string
 	// The built-in worker hands out a token minted for this item alone,
-	// and only for an item from a verified delivery.
+	// and only for an item from a verified delivery; a pull request from a
+	// fork gets a read-only one.
 	if j.w.gh != nil && j.isGitHub {
 		tokCtx, cancel := context.WithTimeout(ctx, rpcTimeout)
-		tok, revoke, err := j.w.gh.ItemToken(tokCtx, j.meta.InstallationID, j.meta.RepositoryID)
+		tok, revoke, err := j.w.gh.ItemToken(tokCtx, j.meta.InstallationID, j.meta.RepositoryID, j.meta.HeadInFork)
 		cancel()
 		if err != nil {
 			// Run anyway: the command decides whether it can do without,
 			// and what it prints explains a failure in the check run.
 			j.log.WarnContext(ctx, "no installation token for the command", "installation_id", j.meta.InstallationID, "err", err)
-			fmt.Fprintf(tail, "gitlease: no installation token (GITHUB_TOKEN) for this run: %v\n", err)
+			tokenNote = fmt.Sprintf("gitlease: no installation token (GITHUB_TOKEN) for this run: %v\n", err)
 		} else {
 			env = append(env, "GITHUB_TOKEN="+tok)
+			secrets = append(secrets, tok)
 			defer j.revoke(ctx, revoke)
 		}
 	}
-	cmd := exec.Command("sh", "-c", cfg.Exec)
-	cmd.Env = env
-	cmd.Stdout = tail
-	cmd.Stderr = tail
-	// Its own process group, so stopping it stops what it started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if u := j.w.user; u != nil {
-		cmd.SysProcAttr.Credential = u.cred
+	tail := newTailBuffer(cfg.OutputTail, newMasker(secrets))
+	_, _ = io.WriteString(tail, tokenNote)
+	// The command's context: ending it ends the whole sandbox.
+	runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRun()
+	p, err := j.w.sandbox.Start(runCtx, sandbox.Command{Script: cfg.Exec, Env: env, Dispatch: j.dispatch,
+		Output: tail, WaitDelay: cfg.KillAfter})
+	if err != nil {
+		return queue.StatusFailed, tail.String() + fmt.Sprintf("gitlease: could not start the command: %v", err), nil
 	}
-	// A background child that keeps the output open must not hold the job.
-	cmd.WaitDelay = cfg.KillAfter
-	if err := cmd.Start(); err != nil {
-		return queue.StatusFailed, fmt.Sprintf("gitlease: could not start the command: %v", err), nil
-	}
-	// Whatever the command left running in its group ends with it, before
-	// its token is revoked and its dispatch file removed.
-	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
-	j.log.InfoContext(ctx, "command started", "pid", cmd.Process.Pid)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Whatever the command left running ends with it, before its token is
+	// revoked; then its room is removed.
+	defer func() {
+		if err := p.Close(); err != nil {
+			j.log.WarnContext(ctx, "could not remove the command's room", "err", err)
+		}
+	}()
+	j.log.InfoContext(ctx, "command started", "pid", p.Pid(), "sandbox", string(j.w.sandbox.Mode()))
+	timeout := time.NewTimer(cfg.Timeout)
+	defer timeout.Stop()
 
 	var graceOver <-chan time.Time
 	stopping := j.w.stopping()
 	for {
 		select {
-		case werr := <-done:
-			return j.exited(ctx, werr, tail)
+		case <-p.Done():
+			return j.exited(ctx, p.Err(), tail)
+		case <-timeout.C:
+			j.log.WarnContext(ctx, "the command timed out; ending it", "timeout", cfg.Timeout.String())
+			j.terminate(ctx, p)
+			return queue.StatusFailed, queue.NoteTimedOut + " after " + cfg.Timeout.String() + ": the command was ended\n" + tail.String(), nil
 		case <-j.lost:
-			j.terminate(ctx, cmd, done)
+			j.terminate(ctx, p)
 			return "", "", j.lostErr
 		case <-stopping:
 			stopping = nil
@@ -454,7 +464,7 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 			graceOver = t.C
 			j.log.InfoContext(ctx, "worker stopping: the command has a grace period to finish", "grace", cfg.Grace.String())
 		case <-graceOver:
-			j.terminate(ctx, cmd, done)
+			j.terminate(ctx, p)
 			return "", "", errShutdown
 		}
 	}
@@ -487,22 +497,23 @@ func (j *job) exited(ctx context.Context, werr error, tail *tailBuffer) (status,
 	return queue.StatusFailed, tail.String(), nil
 }
 
-// terminate stops the command's process group: SIGTERM, then SIGKILL if it
-// has not exited after KillAfter. It returns once the command has exited.
-func (j *job) terminate(ctx context.Context, cmd *exec.Cmd, done <-chan error) {
-	pgid := cmd.Process.Pid
-	j.log.InfoContext(ctx, "stopping the command", "pid", pgid)
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+// terminate stops the command: SIGTERM to its processes, then, if it has
+// not exited after KillAfter, the end of everything in its sandbox. It
+// returns once the command has exited.
+func (j *job) terminate(ctx context.Context, p *sandbox.Process) {
+	j.log.InfoContext(ctx, "stopping the command", "pid", p.Pid())
+	p.Signal(syscall.SIGTERM)
 	t := time.NewTimer(j.w.cfg.KillAfter)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-p.Done():
+		p.Kill() // what it left behind
 		return
 	case <-t.C:
 	}
-	j.log.WarnContext(ctx, "the command ignored SIGTERM; killing it", "pid", pgid)
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-done
+	j.log.WarnContext(ctx, "the command ignored SIGTERM; killing it", "pid", p.Pid())
+	p.Kill()
+	<-p.Done()
 }
 
 // complete records the outcome, retrying a call that got no answer.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/service"
+	"github.com/gitlease/gitlease/app/worker/sandbox"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/queue/rpc"
 )
@@ -73,9 +74,17 @@ type WorkerConfig struct {
 	// (GITLEASE_WORKER_ENV), such as an agent's API key.
 	PassEnv []string
 	// User, if set, is the OS user (name or uid) commands run as, with its
-	// groups and home directory (GITLEASE_WORKER_USER); switching user
-	// needs root.
+	// groups (GITLEASE_WORKER_USER); switching user needs root.
 	User string
+	// Sandbox is how commands are isolated (GITLEASE_WORKER_SANDBOX);
+	// sandbox.Auto when empty.
+	Sandbox sandbox.Mode
+	// Hide lists the server's paths no command may see (its working
+	// directory, the …_FILE secrets).
+	Hide []string
+	// Timeout is the longest a command runs before it is ended and its
+	// item fails (GITLEASE_WORKER_TIMEOUT); 1h.
+	Timeout time.Duration
 }
 
 func (c *WorkerConfig) defaults() {
@@ -97,6 +106,9 @@ func (c *WorkerConfig) defaults() {
 	if c.Env == nil {
 		c.Env = os.Environ()
 	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Hour
+	}
 }
 
 func (c *WorkerConfig) validate() error {
@@ -117,15 +129,17 @@ func (c *WorkerConfig) validate() error {
 // wakes on Postgres NOTIFY; the remote one (NewRemoteWorker) leases over
 // /rpc and polls. It is safe for concurrent use.
 type Worker struct {
-	q      leaser
-	ttl    time.Duration         // the lease TTL, when known (built-in)
-	pool   *pgxpool.Pool         // for LISTEN; nil for a remote worker
-	gh     *github.Installations // installation tokens; nil: none
-	store  *queue.Store          // the built-in worker's, for an item's origin; nil for a remote worker
-	user   *commandUser          // commands run as; nil: this process's user
-	remote bool
-	cfg    WorkerConfig
-	logger *slog.Logger
+	q     leaser
+	ttl   time.Duration         // the lease TTL, when known (built-in)
+	pool  *pgxpool.Pool         // for LISTEN; nil for a remote worker
+	gh    *github.Installations // installation tokens; nil: none
+	store *queue.Store          // the built-in worker's, for an item's origin; nil for a remote worker
+	user  *commandUser          // commands run as; nil: this process's user
+	// sandbox starts the commands; nil without a command.
+	sandbox *sandbox.Sandbox
+	remote  bool
+	cfg     WorkerConfig
+	logger  *slog.Logger
 
 	wake chan struct{} // a coalesced "try to lease now"
 
@@ -194,6 +208,17 @@ func newWorker(q leaser, cfg WorkerConfig, logger *slog.Logger) (*Worker, error)
 			return nil, err
 		}
 		w.user = u
+	}
+	if cfg.Exec != "" {
+		scfg := sandbox.Config{Mode: cfg.Sandbox, Hide: cfg.Hide}
+		if w.user != nil {
+			scfg.Cred = w.user.cred
+		}
+		sb, err := sandbox.New(scfg)
+		if err != nil {
+			return nil, err
+		}
+		w.sandbox = sb
 	}
 	return w, nil
 }
@@ -278,6 +303,11 @@ func (w *Worker) Stop() {
 	w.StopLeasing()
 	w.leasing.Stop()
 	w.jobs.Wait()
+	if w.sandbox != nil {
+		if err := w.sandbox.Close(); err != nil {
+			w.logger.Warn("could not remove the commands' rooms", "err", err)
+		}
+	}
 }
 
 // Resume runs an item this worker's owner ID holds (the Sweeper recovered

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/worker/sandbox"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
@@ -106,6 +107,11 @@ func startWorkerWith(t *testing.T, store *queue.Store, pool *pgxpool.Pool, gh *g
 	}
 	if cfg.Slots == 0 {
 		cfg.Slots = 1
+	}
+	if cfg.Sandbox == "" {
+		// These tests talk with the command through files in t.TempDir(),
+		// which the sandbox hides; the sandbox's own tests ask for it.
+		cfg.Sandbox = sandbox.None
 	}
 	w, err := NewWorker(store, pool, gh, cfg, testLogger(t))
 	if err != nil {
@@ -285,7 +291,7 @@ func TestItemEnvForPullRequests(t *testing.T) {
 	meta := webhook.ItemMeta{Kind: webhook.KindPullRequest, Metadata: webhook.Metadata{InstallationID: 77, Repository: "o/r", Number: 5,
 		HTMLURL: "https://github.com/o/r/pull/5", HeadSHA: "abc"}}
 	env := map[string]string{}
-	for _, kv := range itemEnv(f, json.RawMessage(`{}`), "/tmp/d.json", meta, nil) {
+	for _, kv := range itemEnv(f, json.RawMessage(`{}`), meta, nil) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
@@ -500,17 +506,15 @@ func TestChildEnvIsAnAllowList(t *testing.T) {
 	cases := []struct {
 		name string
 		pass []string
-		home string
 		item []string
 		want string
 	}{
-		{"built in", nil, "", []string{"GITLEASE_ENTRY_ID=new"}, "PATH=/bin HOME=/root LANG=C GITLEASE_ENTRY_ID=new"},
-		{"passed names", []string{"AGENT_KEY"}, "", nil, "PATH=/bin HOME=/root AGENT_KEY=k LANG=C"},
-		{"remote keeps its token", []string{"GITHUB_TOKEN"}, "", nil, "PATH=/bin GITHUB_TOKEN=g HOME=/root LANG=C"},
-		{"another user's home", nil, "/home/worker", nil, "PATH=/bin LANG=C HOME=/home/worker"},
+		{"built in", nil, []string{"GITLEASE_ENTRY_ID=new"}, "PATH=/bin LANG=C GITLEASE_ENTRY_ID=new"},
+		{"passed names", []string{"AGENT_KEY"}, nil, "PATH=/bin AGENT_KEY=k LANG=C"},
+		{"remote keeps its token", []string{"GITHUB_TOKEN"}, nil, "PATH=/bin GITHUB_TOKEN=g LANG=C"},
 	}
 	for _, tc := range cases {
-		if got := strings.Join(childEnv(base, tc.pass, tc.home, tc.item), " "); got != tc.want {
+		if got := strings.Join(childEnv(base, tc.pass, tc.item), " "); got != tc.want {
 			t.Errorf("%s: env = %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -539,7 +543,7 @@ func TestRemoteWorkerOverRPC(t *testing.T) {
 	ok := issueItem(t, store, 1, false)
 	bad := issueItem(t, store, 2, false)
 	prov := issueItem(t, store, 3, true)
-	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 3, OwnerID: "remote-test", Poll: 200 * time.Millisecond,
+	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 3, OwnerID: "remote-test", Poll: 200 * time.Millisecond, Sandbox: sandbox.None,
 		Env: append(os.Environ(), "GITHUB_TOKEN=from-my-env", "DATABASE_URL=nope"),
 		Exec: script(t, `env > '`+dir+`/env.'"$GITLEASE_ENTRY_ID"
 sleep 4
@@ -608,7 +612,7 @@ func TestRemoteWorkerRunsRPCIssueItemsWithoutWaiting(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// The wait would outlast the test: only not waiting completes the item.
-	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 2, OwnerID: "remote-test", Poll: 200 * time.Millisecond, ProvisionWait: time.Hour,
+	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 2, OwnerID: "remote-test", Poll: 200 * time.Millisecond, ProvisionWait: time.Hour, Sandbox: sandbox.None,
 		Env:  []string{"PATH=" + os.Getenv("PATH")}, // a worker host without a GITHUB_TOKEN of its own
 		Exec: script(t, `env > '`+dir+`/env.'"$GITLEASE_ENTRY_ID"`+"\n")}, testLogger(t))
 	if err != nil {
@@ -646,7 +650,7 @@ func TestRemoteWorkerShutdownReleases(t *testing.T) {
 	store, _, client := newRPCQueue(t, time.Minute)
 	dir := t.TempDir()
 	it := issueItem(t, store, 1, false)
-	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 1, OwnerID: "remote-test", Grace: 200 * time.Millisecond,
+	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 1, OwnerID: "remote-test", Grace: 200 * time.Millisecond, Sandbox: sandbox.None,
 		Exec: script(t, "touch '"+dir+"/started'\nsleep 60\n")}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"os/user"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/gitlease/gitlease/app/redeliver"
 
 	"github.com/gitlease/gitlease/app/setup"
+	"github.com/gitlease/gitlease/app/worker/sandbox"
 
 	"github.com/gitlease/gitlease/app"
 	"github.com/gitlease/gitlease/db"
@@ -66,6 +69,10 @@ type config struct {
 	WorkerUser string
 	// WorkerEnv names the server's variables passed on to worker commands.
 	WorkerEnv []string
+	// WorkerSandbox is how worker commands are isolated; WorkerTimeout
+	// the longest one runs.
+	WorkerSandbox sandbox.Mode
+	WorkerTimeout time.Duration
 	// MaxInflightBody bounds the webhook body bytes held at once.
 	MaxInflightBody int64
 	// IntakeGroupSize and IntakeGroups shape the intake's group commit
@@ -122,6 +129,8 @@ var settings = []setting{
 	{env: "GITLEASE_WORKER_EXEC", flag: "worker-exec", help: "shell command (sh -c) the built-in worker runs per leased item"},
 	{env: "GITLEASE_WORKER_USER", flag: "worker-user", help: "OS user worker commands run as (serve running as root)"},
 	{env: "GITLEASE_WORKER_ENV", flag: "worker-env", help: "comma-separated names of server variables passed on to worker commands"},
+	{env: "GITLEASE_WORKER_SANDBOX", flag: "worker-sandbox", def: "auto", help: "how worker commands are isolated: auto (bubblewrap; refused where the machine allows none) or none"},
+	{env: "GITLEASE_WORKER_TIMEOUT", flag: "worker-timeout", def: "1h", help: "the longest a worker command runs; then it is ended and its item fails (Go duration)"},
 	{env: "GITLEASE_MAX_INFLIGHT_BODY", flag: "max-inflight-body", def: "64MiB", help: "webhook body bytes held at once, all requests together; past it 503"},
 	{env: "GITLEASE_INTAKE_GROUP_SIZE", flag: "intake-group-size", def: "8", help: "most webhook deliveries recorded in one transaction when they arrive together (1 = each alone; 1..64)"},
 	{env: "GITLEASE_INTAKE_GROUPS", flag: "intake-groups", def: "2", help: "most such transactions at once (1..16)"},
@@ -265,6 +274,12 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 			c.WorkerEnv = append(c.WorkerEnv, n)
 		}
 	}
+	if c.WorkerSandbox, err = sandbox.ParseMode(get(sandbox.Setting)); err != nil {
+		return c, &configError{Setting: sandbox.Setting, Problem: err.Error()}
+	}
+	if c.WorkerTimeout, err = time.ParseDuration(get("GITLEASE_WORKER_TIMEOUT")); err != nil || c.WorkerTimeout < time.Second {
+		return c, &configError{Setting: "GITLEASE_WORKER_TIMEOUT", Problem: fmt.Sprintf("%q is not a Go duration of at least 1s", get("GITLEASE_WORKER_TIMEOUT"))}
+	}
 	if n, err := humanize.ParseBytes(get("GITLEASE_MAX_INFLIGHT_BODY")); err != nil || n < 25<<20 || n > 1<<40 {
 		return c, &configError{Setting: "GITLEASE_MAX_INFLIGHT_BODY", Problem: fmt.Sprintf("%q is not a size from 25MiB (the largest delivery) to 1TiB, e.g. 64MiB", get("GITLEASE_MAX_INFLIGHT_BODY"))}
 	} else {
@@ -336,4 +351,35 @@ func checkSecretLength(from, v string, nth int) error {
 		problem = fmt.Sprintf("secret %d of the list is shorter than %d characters", nth, minSecretLen)
 	}
 	return &configError{Setting: from, Problem: problem}
+}
+
+// secretFileSettings name the files that hold secrets; no worker command
+// may see them.
+var secretFileSettings = []string{"GITHUB_PRIVATE_KEY_FILE", "GITHUB_WEBHOOK_SECRET_FILE", "GITLEASE_RPC_TOKEN_FILE",
+	"GITLEASE_RPC_WORKER_TOKEN_FILE", "GITLEASE_UI_TOKEN_FILE", "GITLEASE_UI_VIEW_TOKEN_FILE"}
+
+// hiddenFromCommands lists the server's paths worker commands must not
+// see (SPEC §8.2): its working directory (with .gitlease/) and every
+// secret file named in the environment or by extra, made absolute.
+func hiddenFromCommands(extra ...string) []string {
+	var out []string
+	add := func(p string) {
+		if strings.TrimSpace(p) == "" {
+			return
+		}
+		if abs, err := filepath.Abs(p); err == nil && !slices.Contains(out, abs) {
+			out = append(out, abs)
+		}
+	}
+	if wd, err := os.Getwd(); err == nil {
+		add(wd)
+		add(filepath.Join(wd, ".gitlease"))
+	}
+	for _, n := range secretFileSettings {
+		add(os.Getenv(n))
+	}
+	for _, p := range extra {
+		add(p)
+	}
+	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/app/worker"
+	"github.com/gitlease/gitlease/app/worker/sandbox"
 	"github.com/gitlease/gitlease/queue/rpc"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,7 +42,9 @@ func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *gi
 		logger.Info("GITLEASE_WORKER_EXEC is not set: the built-in worker completes each item once it is provisioned")
 	}
 	wcfg := worker.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: worker.BuiltinOwnerPrefix + worker.NewInstanceID(),
-		User: cfg.WorkerUser, PassEnv: cfg.WorkerEnv}
+		User: cfg.WorkerUser, PassEnv: cfg.WorkerEnv, Sandbox: cfg.WorkerSandbox, Timeout: cfg.WorkerTimeout,
+		Hide: hiddenFromCommands(cfg.PrivateKeyFile)}
+	warnUnsandboxed(logger, cfg.WorkerExec, cfg.WorkerSandbox)
 	if gh == nil {
 		// Without credentials no branch is created (its outbox row waits),
 		// so waiting minutes for one would only hold the slot.
@@ -49,7 +52,7 @@ func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *gi
 	}
 	w, err := worker.NewWorker(store, pool, gh, wcfg, logger)
 	if err != nil {
-		return nil, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: err.Error()}
+		return nil, workerConfigError("GITLEASE_WORKER_SLOTS", err)
 	}
 	return &builtinWorker{worker: w, sweeper: worker.NewSweeper(store, w, worker.SweeperConfig{}, logger)}, nil
 }
@@ -79,6 +82,23 @@ func (b *builtinWorker) start(ctx context.Context) error {
 		return fmt.Errorf("lease recovery sweeper: %w", err)
 	}
 	return nil
+}
+
+// workerConfigError names the setting a worker could not be made with:
+// the sandbox's when the machine allows none.
+func workerConfigError(setting string, err error) error {
+	var un *sandbox.UnavailableError
+	if errors.As(err, &un) {
+		return &configError{Setting: sandbox.Setting, Problem: un.Error()}
+	}
+	return &configError{Setting: setting, Problem: err.Error()}
+}
+
+// warnUnsandboxed logs, at start, that worker commands run unsandboxed.
+func warnUnsandboxed(logger *slog.Logger, exec string, mode sandbox.Mode) {
+	if exec != "" && mode == sandbox.None {
+		logger.Warn("GITLEASE_WORKER_SANDBOX=none: worker commands run unsandboxed and can see each other's processes, tokens and files, and the server's files (docs/security.md)")
+	}
 }
 
 // stopLeasing stops recovering and leasing new work; running commands get
@@ -139,10 +159,16 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 		}
 		return &configError{Setting: "flags", Problem: err.Error()}
 	}
+	// Before any secret is read or any command started: no process of
+	// this user reads this one's token from /proc.
+	if err := makeNonDumpable(); err != nil {
+		return err
+	}
 	// The environment's settings, read and checked as serve reads them
 	// (GITLEASE_RPC_WORKER_TOKEN, else GITLEASE_RPC_TOKEN, each or its
 	// _FILE and of at least 16 characters; GITLEASE_WORKER_ENV,
-	// GITLEASE_WORKER_USER); the flags above are the worker's own.
+	// GITLEASE_WORKER_USER, GITLEASE_WORKER_SANDBOX, GITLEASE_WORKER_TIMEOUT);
+	// the flags above are the worker's own.
 	cfg, err := loadConfig("worker", nil, false, stderr)
 	if err != nil {
 		return err
@@ -177,12 +203,14 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 	if err != nil {
 		return fmt.Errorf("reach the gitlease server at %s: %w", *serverURL, err)
 	}
+	warnUnsandboxed(logger, *execCmd, cfg.WorkerSandbox)
 	w, err := worker.NewRemoteWorker(client, worker.WorkerConfig{
 		Slots: *slots, Exec: *execCmd, OwnerID: *owner, Poll: *poll, Grace: *grace,
 		PassEnv: cfg.WorkerEnv, User: cfg.WorkerUser,
+		Sandbox: cfg.WorkerSandbox, Timeout: cfg.WorkerTimeout, Hide: hiddenFromCommands(),
 	}, logger)
 	if err != nil {
-		return &configError{Setting: "--owner", Problem: err.Error()}
+		return workerConfigError("--owner", err)
 	}
 	if err := w.Start(ctx); err != nil {
 		return err
