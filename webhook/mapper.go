@@ -212,6 +212,15 @@ func (m *Mapper) Map(ctx context.Context, event, deliveryID string, body []byte)
 	case "installation", "installation_repositories":
 		return m.lifecycle(d, body)
 	case "check_run", "check_suite":
+		if d.action() == "rerequested" && m.cfg.AppID != 0 {
+			// The App's own Re-run must not start work (SPEC §6).
+			if own, login, err := m.sentByItself(ctx, facts, p.senderType()); err != nil || own {
+				if err != nil {
+					return Decision{}, err
+				}
+				return d.ignore("sent by gitlease itself (%s)", login), nil
+			}
+		}
 		return m.rerun(d, body)
 	}
 	if !actsOn(event) {

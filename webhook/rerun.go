@@ -21,7 +21,10 @@ const KindRerun Kind = 101
 // external_id) or of this App's check suite on HeadSHA (EntryID empty:
 // the handler finds the entry through HandlerConfig.CheckSuites).
 type RerunRequest struct {
-	EntryID      string
+	EntryID string
+	// CheckRunID is the Re-run check run's id (0 for a check suite): it
+	// must be the one gitlease recorded for the entry.
+	CheckRunID   int64
 	RepositoryID int64
 	// HeadSHA is the commit the check run or suite is on.
 	HeadSHA string
@@ -31,11 +34,15 @@ type RerunRequest struct {
 }
 
 // CheckSuiteLookup finds the entry whose check run sits in this App's
-// check suite on a commit (gitlease's GitHub side records its check runs).
+// check suite on a commit, and an entry's check run (gitlease's GitHub
+// side records its check runs).
 type CheckSuiteLookup interface {
 	// EntryOnCommit returns the newest entry of repositoryID with a check
 	// run on headSHA, "" when there is none.
 	EntryOnCommit(ctx context.Context, tx pgx.Tx, repositoryID int64, headSHA string) (string, error)
+	// CheckRunOf returns the id of the check run recorded for entryID, 0
+	// when there is none.
+	CheckRunOf(ctx context.Context, tx pgx.Tx, entryID string) (int64, error)
 }
 
 // checkPayload is the part of check_run and check_suite payloads gitlease
@@ -49,6 +56,7 @@ type checkPayload struct {
 }
 
 type checkPart struct {
+	ID         int64  `json:"id"`
 	ExternalID string `json:"external_id"`
 	HeadSHA    string `json:"head_sha"`
 	App        *struct {
@@ -110,7 +118,7 @@ func (m *Mapper) rerun(d delivery, payload []byte) (Decision, error) {
 		if _, err := uuid.Parse(part.ExternalID); err != nil {
 			return d.ignore("check run external_id %q is no gitlease entry", part.ExternalID), nil
 		}
-		rr.EntryID = part.ExternalID
+		rr.EntryID, rr.CheckRunID = part.ExternalID, part.ID
 	} else if rr.HeadSHA == "" {
 		return Decision{}, payloadErrorf(d.event, "check_suite has no head_sha")
 	}
@@ -146,8 +154,27 @@ func (h *Handler) rerunEnqueue(ctx context.Context, tx pgx.Tx, d Decision, deliv
 	}
 	meta, ok := ReadMeta(it.Dispatch())
 	res := it.Reservation()
-	if !ok || meta.RepositoryID != rr.RepositoryID || res == nil {
+	switch {
+	case !it.FromGitHub():
+		// Enqueued over /rpc or stdio: whatever its dispatch names, it
+		// has no GitHub side to run again (SPEC §6).
+		return ign.ignore("entry %s was not enqueued from a GitHub delivery", entryID), nil
+	case !ok || meta.RepositoryID != rr.RepositoryID || res == nil:
 		return ign.ignore("entry %s is no GitHub item of this repository", entryID), nil
+	case d.Facts.InstallationID == nil || meta.InstallationID != *d.Facts.InstallationID:
+		return ign.ignore("entry %s belongs to another installation", entryID), nil
+	}
+	if rr.EntryID != "" {
+		if h.cfg.CheckSuites == nil {
+			return ign.ignore("check runs cannot be looked up without GitHub App credentials"), nil
+		}
+		recorded, err := h.cfg.CheckSuites.CheckRunOf(ctx, tx, entryID)
+		if err != nil {
+			return Decision{}, fmt.Errorf("read the re-run entry's check run: %w", err)
+		}
+		if recorded == 0 || recorded != rr.CheckRunID {
+			return ign.ignore("check run %d is not the one gitlease recorded for entry %s", rr.CheckRunID, entryID), nil
+		}
 	}
 	var dispatch queue.SubjectDispatch
 	if err := json.Unmarshal(it.Dispatch(), &dispatch); err != nil || dispatch.Subject == nil {

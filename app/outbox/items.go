@@ -47,6 +47,20 @@ func (i *Items) EntryOnCommit(ctx context.Context, tx pgx.Tx, repositoryID int64
 	return id.String(), nil
 }
 
+// CheckRunOf returns the id of entryID's recorded check run, 0 when it has
+// none (webhook.CheckSuiteLookup: a Re-run acts only on that check run).
+func (i *Items) CheckRunOf(ctx context.Context, tx pgx.Tx, entryID string) (int64, error) {
+	id, err := uuid.Parse(entryID)
+	if err != nil {
+		return 0, nil
+	}
+	g, err := itemState(ctx, i.q, tx, id)
+	if err != nil {
+		return 0, err
+	}
+	return derefInt(g.CheckRunID), nil
+}
+
 // DecorateView fills in v's Provisioning and CheckRunID, when known, so
 // gitlease/entry/get shows them (queue.Config.Views).
 func (i *Items) DecorateView(ctx context.Context, v *queue.View) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gitlease/gitlease/app/githubtest"
 	"github.com/gitlease/gitlease/app/outbox"
@@ -70,10 +71,16 @@ func TestRerunEnqueuesANewGeneration(t *testing.T) {
 	}
 	finish()
 
+	runID := func(entry string) float64 {
+		if runs := checkRunsOf(h.gh, entry); len(runs) > 0 {
+			return float64(runs[0].ID)
+		}
+		return 1
+	}
 	rerun := func(entry string, appID float64) func(m map[string]any) {
 		return func(m map[string]any) {
 			cr := m["check_run"].(map[string]any)
-			cr["external_id"], cr["head_sha"] = entry, head
+			cr["external_id"], cr["head_sha"], cr["id"] = entry, head, runID(entry)
 			cr["app"].(map[string]any)["id"] = appID
 			cr["pull_requests"].([]any)[0].(map[string]any)["head"].(map[string]any)["sha"] = head
 		}
@@ -86,13 +93,41 @@ func TestRerunEnqueuesANewGeneration(t *testing.T) {
 	if r := deliver(t, intake, "check_run", "d-3", "check_run-rerequested.json", rerun(first.EntryID, app)); r.Outcome != webhook.OutcomeSubjectCollision || r.EntryID != second.EntryID {
 		t.Fatalf("Re-run while generation 2 is live: %+v, want a subject collision naming %s", r, second.EntryID)
 	}
+	rpcEntry, err := h.store.Enqueue(context.Background(), queue.EnqueueParams{IdempotencyKey: "rpc-1", Dispatch: queue.SubjectDispatch{
+		Subject: &queue.SubjectRef{Kind: webhook.KindPullRequest, ID: "1296269#77",
+			Metadata: []byte(`{"installation_id":2311213,"repository_id":1296269,"repository":"octocat/Hello-World","number":77}`)},
+		WorkflowRef: "coding", TriggerSource: "rpc", RequestedAt: queue.Timestamp{Time: time.Now().UTC().Truncate(time.Second)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, fn := range map[string]func(m map[string]any){
 		"another-app":   rerun(first.EntryID, app+1),
 		"unknown-entry": rerun("8f1c2d6e-0000-4000-8000-000000000000", app),
 		"not-an-entry":  rerun("ci-build-77", app),
+		"another-check-run": func(m map[string]any) {
+			rerun(first.EntryID, app)(m)
+			m["check_run"].(map[string]any)["id"] = runID(first.EntryID) + 1
+		},
+		"another-installation": func(m map[string]any) {
+			rerun(first.EntryID, app)(m)
+			m["installation"].(map[string]any)["id"] = 99
+		},
+		"an-rpc-item": rerun(rpcEntry.EntryID, app),
+		"own-bot": func(m map[string]any) {
+			rerun(first.EntryID, app)(m)
+			m["sender"].(map[string]any)["login"] = "gitlease[bot]"
+			m["sender"].(map[string]any)["type"] = "Bot"
+		},
 	} {
-		if r := deliver(t, intake, "check_run", "d-"+name, "check_run-rerequested.json", fn); r.Outcome != webhook.OutcomeIgnored {
+		r := deliver(t, intake, "check_run", "d-"+name, "check_run-rerequested.json", fn)
+		if r.Outcome != webhook.OutcomeIgnored {
 			t.Errorf("Re-run of %s: %+v, want ignored", name, r)
+		}
+		want := map[string]string{"another-check-run": "is not the one gitlease recorded", "another-installation": "another installation",
+			"an-rpc-item": "not enqueued from a GitHub delivery", "own-bot": "sent by gitlease itself"}[name]
+		if !strings.Contains(r.Reason, want) {
+			t.Errorf("Re-run of %s: reason %q, want it to say %q", name, r.Reason, want)
 		}
 	}
 	finish()
@@ -138,6 +173,7 @@ func TestRerunOfAnIssueItemReusesItsBranch(t *testing.T) {
 	second := deliver(t, intake, "check_run", "d-2", "check_run-rerequested.json", func(m map[string]any) {
 		cr := m["check_run"].(map[string]any)
 		cr["external_id"], cr["head_sha"], cr["pull_requests"] = first.EntryID, runs[0].HeadSHA, []any{}
+		cr["id"] = float64(runs[0].ID)
 	})
 	if second.Outcome != webhook.OutcomeEnqueued {
 		t.Fatalf("Re-run of the issue item: %+v", second)
