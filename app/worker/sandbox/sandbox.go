@@ -10,6 +10,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Setting is the setting that chooses the mode.
@@ -70,7 +73,9 @@ type Config struct {
 	// the …_FILE secrets, .gitlease/): a directory is covered by an empty
 	// one, a file by an empty file. "/" is never hidden.
 	Hide []string
-	// Root is where rooms are made; os.TempDir() when empty.
+	// Root is where rooms are made; when empty /var/tmp (outside /tmp,
+	// so a sandbox's /tmp holds nothing, not even the way to its HOME), or
+	// os.TempDir() where there is no /var/tmp.
 	Root string
 	// Bwrap is the bubblewrap binary; "bwrap" in PATH when empty.
 	Bwrap string
@@ -109,6 +114,9 @@ func New(cfg Config) (*Sandbox, error) {
 	root := cfg.Root
 	if root == "" {
 		root = os.TempDir()
+		if fi, err := os.Stat("/var/tmp"); err == nil && fi.IsDir() && os.Getenv("TMPDIR") == "" {
+			root = "/var/tmp"
+		}
 	}
 	dir, err := os.MkdirTemp(root, "gitlease-rooms-")
 	if err != nil {
@@ -175,8 +183,8 @@ func (s *Sandbox) baseArgs() []string {
 	}
 	for _, p := range s.cfg.Hide {
 		p = filepath.Clean(p)
-		if !filepath.IsAbs(p) || p == "/" {
-			continue
+		if !filepath.IsAbs(p) || p == "/" || p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
+			continue // /tmp is a fresh one already
 		}
 		fi, err := os.Stat(p)
 		switch {
@@ -215,6 +223,10 @@ type Process struct {
 	sbx  bool
 	done chan struct{}
 	err  error
+	// initPid and initFD (a pidfd; -1 when unknown) are the sandbox's
+	// init: the PID namespace ends when it does.
+	initPid int
+	initFD  int
 
 	closeOnce sync.Once
 }
@@ -241,11 +253,21 @@ func (s *Sandbox) Start(ctx context.Context, c Command) (*Process, error) {
 	env = append(env, "HOME="+home, "TMPDIR="+tmp, "GITLEASE_DISPATCH_FILE="+dispatch)
 
 	var cmd *exec.Cmd
+	var info *os.File // bubblewrap reports its init's pid there
 	if s.bwrap != "" {
+		r, w, err := os.Pipe()
+		if err != nil {
+			_ = removeAll(room)
+			return nil, fmt.Errorf("start the command: %w", err)
+		}
+		info = r
+		defer w.Close()
 		args := append(s.baseArgs(),
+			"--tmpfs", s.root, // no other room
 			"--bind", home, home, "--ro-bind", dispatch, dispatch,
-			"--chdir", home, "--", "/bin/sh", "-c", c.Script)
+			"--chdir", home, "--info-fd", "3", "--", "/bin/sh", "-c", c.Script)
 		cmd = exec.CommandContext(ctx, s.bwrap, args...)
+		cmd.ExtraFiles = []*os.File{w}
 	} else {
 		cmd = exec.CommandContext(ctx, "/bin/sh", "-c", c.Script)
 		cmd.Dir = home
@@ -256,9 +278,17 @@ func (s *Sandbox) Start(ctx context.Context, c Command) (*Process, error) {
 	// unsandboxed), killed when the worker dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cfg.Cred}
 	cmd.WaitDelay = c.WaitDelay
-	p := &Process{cmd: cmd, room: room, sbx: s.bwrap != "", done: make(chan struct{})}
+	p := &Process{cmd: cmd, room: room, sbx: s.bwrap != "", done: make(chan struct{}), initFD: -1}
 	cmd.Cancel = func() error { p.Kill(); return nil }
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if info != nil {
+		cmd.ExtraFiles[0].Close()
+		if err == nil {
+			p.watchInit(info)
+		}
+		info.Close()
+	}
+	if err != nil {
 		_ = removeAll(room)
 		return nil, fmt.Errorf("start the command: %w", err)
 	}
@@ -304,6 +334,23 @@ func (s *Sandbox) own(path string) error {
 	return nil
 }
 
+// watchInit reads bubblewrap's report of its init's pid and holds a pidfd
+// of it, so Kill reaches it and Close waits for it even after bubblewrap
+// itself has exited (it exits when the command does, before the kernel
+// has ended the rest of the namespace).
+func (p *Process) watchInit(info *os.File) {
+	var report struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if json.NewDecoder(info).Decode(&report) != nil || report.ChildPid <= 0 {
+		return // bubblewrap failed to set up: nothing runs
+	}
+	p.initPid = report.ChildPid
+	if fd, err := unix.PidfdOpen(report.ChildPid, 0); err == nil {
+		p.initFD = fd
+	}
+}
+
 // Pid is the started process's ID (bubblewrap's, when sandboxed).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
@@ -322,10 +369,8 @@ func (p *Process) Signal(sig syscall.Signal) {
 		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
 		return
 	}
-	for _, init := range children(p.cmd.Process.Pid) {
-		for _, pid := range descendants(init) {
-			_ = syscall.Kill(pid, sig)
-		}
+	for _, pid := range descendants(p.initPid) {
+		_ = syscall.Kill(pid, sig)
 	}
 }
 
@@ -333,21 +378,32 @@ func (p *Process) Signal(sig syscall.Signal) {
 // its PID namespace's init, whose end the kernel makes the end of every
 // process in it, however it detached.
 func (p *Process) Kill() {
-	if p.sbx {
-		for _, init := range children(p.cmd.Process.Pid) {
-			_ = syscall.Kill(init, syscall.SIGKILL)
-		}
+	if p.initFD >= 0 {
+		_ = unix.PidfdSendSignal(p.initFD, unix.SIGKILL, nil, 0)
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 }
 
-// Close kills whatever of the command is left, waits for it and removes
-// its room.
+// Close kills whatever of the command is left, waits until every process
+// of it has ended, and removes its room.
 func (p *Process) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
 		p.Kill()
 		<-p.done
+		if p.initFD >= 0 {
+			// Readable once the init has exited, which the kernel lets it
+			// do only after every other process of its namespace.
+			fds := []unix.PollFd{{Fd: int32(p.initFD), Events: unix.POLLIN}}
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				if n, perr := unix.Poll(fds, 1000); n > 0 || (perr != nil && perr != unix.EINTR) {
+					break
+				}
+			}
+			_ = unix.Close(p.initFD)
+			p.initFD = -1
+		}
 		err = removeAll(p.room)
 	})
 	return err
