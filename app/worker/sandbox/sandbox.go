@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,10 +182,13 @@ func (s *Sandbox) baseArgs() []string {
 		"--die-with-parent", "--new-session",
 		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 	}
-	for _, p := range s.cfg.Hide {
+	hide := slices.Clone(s.cfg.Hide)
+	slices.Sort(hide) // a directory before what is in it
+	var hidden []string
+	for _, p := range hide {
 		p = filepath.Clean(p)
-		if !filepath.IsAbs(p) || p == "/" || p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
-			continue // /tmp is a fresh one already
+		if !filepath.IsAbs(p) || p == "/" || under(p, "/tmp") || slices.ContainsFunc(hidden, func(d string) bool { return under(p, d) }) {
+			continue // /tmp is a fresh one already; so is what a hidden directory held
 		}
 		fi, err := os.Stat(p)
 		switch {
@@ -192,11 +196,17 @@ func (s *Sandbox) baseArgs() []string {
 			continue
 		case fi.IsDir():
 			args = append(args, "--tmpfs", p)
+			hidden = append(hidden, p)
 		default:
 			args = append(args, "--ro-bind", "/dev/null", p)
 		}
 	}
 	return args
+}
+
+// under reports whether path is dir or inside it.
+func under(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // Command is what to run in a room.
