@@ -22,11 +22,12 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 	-o /out/gitlease ./cmd/gitlease
 
 # debian:bookworm-slim, not distroless: GITLEASE_WORKER_EXEC runs through
-# `sh -c`, and worker commands need git and CA certificates (SPEC §9). The
-# server and its commands run as the unprivileged user gitlease.
+# `sh -c`, and worker commands need git and CA certificates (SPEC §9), and
+# bubblewrap for their sandbox (SPEC §8.2). The server and its commands run
+# as the unprivileged user gitlease.
 FROM debian:bookworm-slim
 RUN apt-get update \
-	&& apt-get install -y --no-install-recommends ca-certificates git tzdata \
+	&& apt-get install -y --no-install-recommends bubblewrap ca-certificates git tzdata \
 	&& rm -rf /var/lib/apt/lists/* \
 	&& useradd --system --create-home --home-dir /home/gitlease --uid 10001 --user-group gitlease
 COPY --from=build /out/gitlease /gitlease
