@@ -90,8 +90,10 @@ func startBinary(t *testing.T, bin string, env []string, args ...string) (stop f
 }
 
 // TestWorkerCommand runs `gitlease worker` against a real /rpc endpoint: it
-// leases, runs --exec with the item's environment, completes over /rpc, and
-// exits 0 on SIGTERM.
+// leases, runs --exec with the item's environment in a sandbox of its own
+// (a few processes, its own HOME and /tmp, the worker's GITHUB_TOKEN
+// masked in the note and the log), completes over /rpc, and exits 0 on
+// SIGTERM.
 func TestWorkerCommand(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
@@ -101,29 +103,34 @@ func TestWorkerCommand(t *testing.T) {
 		pool, rpc.NewHandler(store, "test", nil), nil))
 	t.Cleanup(srv.Close)
 	bin := buildGitlease(t)
-	dir := t.TempDir()
 	ok := enqueueTestIssue(t, store, 1)
 	bad := enqueueTestIssue(t, store, 2)
 
-	env := append(devTestEnv(), "GITLEASE_RPC_WORKER_TOKEN="+workerToken, "GITHUB_TOKEN=worker-own")
-	stop, _ := startBinary(t, bin, env, "worker", "--url", srv.URL, "--slots", "2", "--poll", "200ms",
-		"--exec", `env > '`+dir+`/env.'"$GITLEASE_ENTRY_ID"; sleep 4; test "$GITLEASE_ENTRY_ID" != '`+bad+`'`)
+	env := append(devTestEnv(), "GITLEASE_RPC_WORKER_TOKEN="+workerToken, "GITHUB_TOKEN=worker-own-token")
+	stop, log := startBinary(t, bin, env, "worker", "--url", srv.URL, "--slots", "2", "--poll", "200ms",
+		"--exec", `echo "procs $(ls /proc | grep -c '^[0-9]') tmp $(ls -A /tmp | wc -l) home $(ls -A "$HOME" | wc -l)"; env | sort; sleep 4; test "$GITLEASE_ENTRY_ID" != '`+bad+`'`)
 	// The commands outlive the 3s TTL: renewals over /rpc keep them.
 	waitItemStatus(t, store, ok, queue.StatusCompleted, 30*time.Second)
 	waitItemStatus(t, store, bad, queue.StatusFailed, 30*time.Second)
-	b, err := os.ReadFile(filepath.Join(dir, "env."+ok))
+	it, err := store.Get(context.Background(), ok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	envText := string(b)
+	tail := it.Note() // the output tail, as the check run shows it
 	for _, want := range []string{"GITLEASE_ENTRY_ID=" + ok, "GITLEASE_QUALIFIED_ID=github_issue:1296269#1",
-		"GITLEASE_HEAD_REF=refs/heads/gitlease/issue-1", "GITHUB_TOKEN=worker-own"} {
-		if !strings.Contains(envText, want+"\n") {
-			t.Errorf("command env lacks %s", want)
+		"GITLEASE_HEAD_REF=refs/heads/gitlease/issue-1", "GITHUB_TOKEN=***", "TMPDIR=/tmp", "tmp 0 home 0"} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("command output lacks %s:\n%s", want, tail)
 		}
 	}
-	if strings.Contains(envText, "GITLEASE_RPC_") || strings.Contains(envText, workerToken) {
-		t.Error("the command sees the worker's RPC token")
+	var procs int
+	if i := strings.Index(tail, "procs "); i < 0 {
+		t.Errorf("no process count in the output:\n%s", tail)
+	} else if _, _ = fmt.Sscanf(tail[i:], "procs %d", &procs); procs > 6 {
+		t.Errorf("the remote worker's command saw %d processes, want only its own few", procs)
+	}
+	if strings.Contains(tail, "GITLEASE_RPC_") || strings.Contains(tail, workerToken) || strings.Contains(log.String(), "worker-own-token") {
+		t.Error("the command sees the worker's RPC token, or its GITHUB_TOKEN is logged verbatim")
 	}
 	if err := stop(); err != nil {
 		t.Errorf("gitlease worker on SIGTERM: %v, want exit 0", err)
@@ -160,6 +167,7 @@ func TestServeBuiltinWorkerShutdown(t *testing.T) {
 	dir := t.TempDir()
 	first := enqueueTestIssue(t, store, 1)
 	env := append(devTestEnv(), "DATABASE_URL="+url, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef", "GITLEASE_WORKER_SLOTS=1",
+		"GITLEASE_WORKER_SANDBOX=none", // the command reports through a file the sandbox would hide
 		"GITLEASE_WORKER_EXEC=touch '"+dir+"/started.'\"$GITLEASE_ENTRY_ID\"; sleep 2; echo finished")
 	stop, _ := startBinary(t, bin, env, "serve")
 	waitItemStatus(t, store, first, queue.StatusCompleted, 30*time.Second)

@@ -24,8 +24,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Setting is the setting that chooses the mode.
@@ -143,7 +141,7 @@ func (s *Sandbox) Close() error { return removeAll(s.root) }
 // that forbids user namespaces is found at start, not at the first item.
 func (s *Sandbox) probe() error {
 	cmd := exec.Command(s.bwrap, append(s.baseArgs(), "--", "/bin/sh", "-c", "exit 0")...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cfg.Cred}
+	cmd.SysProcAttr = procAttr(s.cfg.Cred)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	done := make(chan struct{})
 	var out []byte
@@ -286,7 +284,7 @@ func (s *Sandbox) Start(ctx context.Context, c Command) (*Process, error) {
 	cmd.Stdout, cmd.Stderr = c.Output, c.Output
 	// Its own process group (the sandbox's monitor, or the command
 	// unsandboxed), killed when the worker dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cfg.Cred}
+	cmd.SysProcAttr = procAttr(s.cfg.Cred)
 	cmd.WaitDelay = c.WaitDelay
 	p := &Process{cmd: cmd, room: room, sbx: s.bwrap != "", done: make(chan struct{}), initFD: -1}
 	cmd.Cancel = func() error { p.Kill(); return nil }
@@ -356,9 +354,7 @@ func (p *Process) watchInit(info *os.File) {
 		return // bubblewrap failed to set up: nothing runs
 	}
 	p.initPid = report.ChildPid
-	if fd, err := unix.PidfdOpen(report.ChildPid, 0); err == nil {
-		p.initFD = fd
-	}
+	p.initFD = pidfdOpen(report.ChildPid)
 }
 
 // Pid is the started process's ID (bubblewrap's, when sandboxed).
@@ -389,7 +385,7 @@ func (p *Process) Signal(sig syscall.Signal) {
 // process in it, however it detached.
 func (p *Process) Kill() {
 	if p.initFD >= 0 {
-		_ = unix.PidfdSendSignal(p.initFD, unix.SIGKILL, nil, 0)
+		pidfdKill(p.initFD)
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 }
@@ -402,16 +398,9 @@ func (p *Process) Close() error {
 		p.Kill()
 		<-p.done
 		if p.initFD >= 0 {
-			// Readable once the init has exited, which the kernel lets it
-			// do only after every other process of its namespace.
-			fds := []unix.PollFd{{Fd: int32(p.initFD), Events: unix.POLLIN}}
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				if n, perr := unix.Poll(fds, 1000); n > 0 || (perr != nil && perr != unix.EINTR) {
-					break
-				}
-			}
-			_ = unix.Close(p.initFD)
+			// The init exits only after every other process of its
+			// namespace.
+			pidfdWait(p.initFD, 30*time.Second)
 			p.initFD = -1
 		}
 		err = removeAll(p.room)
