@@ -129,10 +129,11 @@ A remote worker: leases items from a gitlease server over /rpc, with the
 bearer token in GITLEASE_RPC_WORKER_TOKEN (or GITLEASE_RPC_WORKER_TOKEN_FILE),
 else GITLEASE_RPC_TOKEN (or its _FILE), never a flag, and runs CMD
 (sh -c) for each, like serve's built-in worker. The item is in the command's
-environment (GITLEASE_ENTRY_ID, GITLEASE_HEAD_REF, ...), with PATH, HOME,
-LANG, LC_ALL, LC_CTYPE, TZ, TMPDIR and the variables GITLEASE_WORKER_ENV names
-(comma-separated) from this process's; GITLEASE_WORKER_USER runs the commands
-as that user. GITHUB_TOKEN is passed on from this process's environment if
+environment (GITLEASE_ENTRY_ID, GITLEASE_HEAD_REF, ...), with PATH, LANG,
+LC_ALL, LC_CTYPE, TZ and the variables GITLEASE_WORKER_ENV names
+(comma-separated) from this process's, each in a sandbox of its own with
+its own HOME and /tmp (GITLEASE_WORKER_SANDBOX, GITLEASE_WORKER_TIMEOUT);
+GITLEASE_WORKER_USER runs the commands as that user. GITHUB_TOKEN is passed on from this process's environment if
 set: a remote worker gets no installation token. On SIGTERM or SIGINT it stops leasing, lets running
 commands finish for --grace, then stops them and releases their items.
 
