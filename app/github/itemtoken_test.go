@@ -31,17 +31,7 @@ func TestItemToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := func(path string) int {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, gh.URL()+path, nil)
-		req.Header.Set("Authorization", "token "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	status := func(path string) int { return withToken(t, gh, tok, http.MethodGet, path, "") }
 	scopes := gh.TokenScopes()
 	if len(scopes) != 1 || scopes[0].Token != tok || !slices.Equal(scopes[0].RepositoryIDs, []int64{1296269}) || len(scopes[0].Permissions) != 4 ||
 		scopes[0].Permissions["contents"] != "write" || scopes[0].Permissions["pull_requests"] != "write" ||
@@ -80,13 +70,7 @@ func TestItemToken(t *testing.T) {
 // and is refused, by the fake as by GitHub, on a write.
 func TestReadOnlyItemToken(t *testing.T) {
 	t.Parallel()
-	gh := githubtest.New(t, githubtest.Lenient())
-	gh.AddRepo("octo", "widgets", 1296269, "main", true)
-	gh.AddInstallation(4242, "octo/widgets")
-	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gh, inst := widgetsInstallation(t)
 	ctx := context.Background()
 	tok, revoke, err := inst.ItemToken(ctx, 4242, 1296269, true)
 	if err != nil {
@@ -97,17 +81,7 @@ func TestReadOnlyItemToken(t *testing.T) {
 	if len(sc.Permissions) != 3 || sc.Permissions["contents"] != "read" || sc.Permissions["pull_requests"] != "read" || sc.Permissions["metadata"] != "read" {
 		t.Fatalf("minted %+v, want contents, pull_requests and metadata read", sc.Permissions)
 	}
-	do := func(method, path, body string) int {
-		t.Helper()
-		req, _ := http.NewRequest(method, gh.URL()+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "token "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	do := func(method, path, body string) int { return withToken(t, gh, tok, method, path, body) }
 	if got := do(http.MethodGet, "repos/octo/widgets/git/ref/heads/main", ""); got != http.StatusOK {
 		t.Errorf("read with the read-only token = %d, want 200", got)
 	}
@@ -122,13 +96,7 @@ func TestReadOnlyItemToken(t *testing.T) {
 // refuses without calling GitHub.
 func TestItemTokenRevokeKeepsTheInstallationsLimits(t *testing.T) {
 	t.Parallel()
-	gh := githubtest.New(t, githubtest.Lenient())
-	gh.AddRepo("octo", "widgets", 1296269, "main", true)
-	gh.AddInstallation(4242, "octo/widgets")
-	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gh, inst := widgetsInstallation(t)
 	ctx := context.Background()
 	client, err := inst.Client(4242)
 	if err != nil {
@@ -154,4 +122,32 @@ func TestItemTokenRevokeKeepsTheInstallationsLimits(t *testing.T) {
 	if got := gh.Count(githubtest.KindGetRepo); got != before || gh.EarlyCalls() != 0 {
 		t.Errorf("GitHub saw %d more calls, %d early, want none", got-before, gh.EarlyCalls())
 	}
+}
+
+// widgetsInstallation is the fake GitHub with octo/widgets in installation
+// 4242, and the App's clients of it.
+func widgetsInstallation(t *testing.T) (*githubtest.Server, *github.Installations) {
+	t.Helper()
+	gh := githubtest.New(t, githubtest.Lenient())
+	gh.AddRepo("octo", "widgets", 1296269, "main", true)
+	gh.AddInstallation(4242, "octo/widgets")
+	inst, err := github.NewInstallations(github.Config{AppID: gh.AppID, PrivateKey: gh.PrivateKeyPEM, APIURL: gh.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gh, inst
+}
+
+// withToken makes a request to the fake with an installation token and
+// returns its status.
+func withToken(t *testing.T, gh *githubtest.Server, tok, method, path, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, gh.URL()+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "token "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -406,7 +406,14 @@ func devWorkDir(t *testing.T) string {
 	if os.Geteuid() == 0 {
 		parent = "/tmp"
 	}
-	dir, err := os.MkdirTemp(parent, "gitlease-devtest-")
+	return openDir(t, parent, "gitlease-devtest-")
+}
+
+// openDir makes a world-searchable directory under parent (the default
+// temporary directory when empty), removed when the test ends.
+func openDir(t *testing.T, parent, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,41 +33,7 @@ type serveProcess struct {
 // user can run it.
 func startServe(t *testing.T, bin string, env []string, uid int) serveProcess {
 	t.Helper()
-	dir := devWorkDir(t) // world-searchable
-	runnable := filepath.Join(dir, "gitlease")
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(runnable, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(runnable, "serve")
-	cmd.Env = env
-	cmd.Dir = dir
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if uid >= 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("serve output:\n%s", out.String())
-		}
-	})
-	return serveProcess{url: serveURL(t, out), pid: cmd.Process.Pid, out: out}
+	return serveIn(t, bin, devWorkDir(t), env, uid) // world-searchable
 }
 
 // baseServeEnv is the environment of a test serve on a fresh database.

@@ -208,19 +208,22 @@ func fixture(t *testing.T, name string, edit func(m map[string]any)) []byte {
 	return b
 }
 
+// e2eGitHub is the fake GitHub with octocat/Hello-World in installation
+// 2311213. Lenient: a refused write is what a test looks for.
+func e2eGitHub(t *testing.T) *githubtest.Server {
+	t.Helper()
+	gh := githubtest.New(t, githubtest.Lenient())
+	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
+	gh.AddInstallation(2311213, e2eRepo)
+	gh.ReserveNumbers(e2eRepo, 5000)
+	return gh
+}
+
 // hostDir makes a directory outside /tmp (which every sandbox replaces
 // with its own), so hiding it is the sandbox's doing.
 func hostDir(t *testing.T, prefix string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return openDir(t, "/var/tmp", prefix)
 }
 
 // TestWorkerRoom: serve as root with GITLEASE_WORKER_USER, two items
@@ -240,10 +243,7 @@ func TestWorkerRoom(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs commands as nobody: run it as root (make test in the dev container does)")
 	}
-	gh := githubtest.New(t, githubtest.Lenient())
-	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
-	gh.AddInstallation(2311213, e2eRepo)
-	gh.ReserveNumbers(e2eRepo, 5000)
+	gh := e2eGitHub(t)
 	forkHead := gh.Push(e2eRepo, "fork-head", "the fork's change")
 
 	cwd := hostDir(t, "gitlease-serve-cwd-")
@@ -435,10 +435,7 @@ func TestWorkerRoomAsNonRootServe(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs serve as nobody: run it as root (make test in the dev container does)")
 	}
-	gh := githubtest.New(t, githubtest.Lenient())
-	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
-	gh.AddInstallation(2311213, e2eRepo)
-	gh.ReserveNumbers(e2eRepo, 5000)
+	gh := e2eGitHub(t)
 	cwd := hostDir(t, "gitlease-serve-cwd-")
 	keyFile := filepath.Join(cwd, "key.pem")
 	if err := os.WriteFile(keyFile, gh.PrivateKeyPEM, 0o644); err != nil {
