@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -199,6 +200,24 @@ func TestWorkerCompletesOnExitZero(t *testing.T) {
 	}
 	if !strings.Contains(got.Note(), "all good") {
 		t.Errorf("note = %q, want the output", got.Note())
+	}
+}
+
+// TestWorkerTimeout: a sandboxed command running past Timeout is ended,
+// with what it left running, and its item fails with the note the check
+// run concludes timed_out on.
+func TestWorkerTimeout(t *testing.T) {
+	t.Parallel()
+	store, pool := newQueue(t, time.Minute)
+	it := issueItem(t, store, 1, false)
+	startWorker(t, store, pool, WorkerConfig{Sandbox: sandbox.Auto, Timeout: time.Second, KillAfter: time.Second,
+		Exec: "echo begun; setsid sleep 6005 & exec sleep 6004"})
+	got := waitStatus(t, store, it.EntryID, queue.StatusFailed, 30*time.Second)
+	if !strings.HasPrefix(got.Note(), queue.NoteTimedOut+" after 1s") || !strings.Contains(got.Note(), "begun") {
+		t.Errorf("note = %q, want it to start %q and keep the output", got.Note(), queue.NoteTimedOut)
+	}
+	if out, _ := exec.Command("pgrep", "-af", "^sleep 600[45]$").Output(); len(strings.TrimSpace(string(out))) != 0 {
+		t.Errorf("processes of the timed-out command are left: %s", out)
 	}
 }
 

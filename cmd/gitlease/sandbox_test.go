@@ -67,7 +67,8 @@ ls -A "$SERVE_CWD" 2>/dev/null | grep -q . && echo "LEAK serve's working directo
 python3 -c 'import ctypes, sys
 libc = ctypes.CDLL(None, use_errno=True)
 for p in map(int, sys.argv[1:]):
-    if libc.ptrace(16, p, 0, 0) == 0: print("LEAK ptrace attached to", p)' "$OTHER_PID" "$SERVE_PID"
+    if libc.ptrace(16, p, 0, 0) == 0: print("LEAK ptrace attached to", p)
+print("ptrace tried")' "$OTHER_PID" "$SERVE_PID"
 echo "tmp $(ls -A /tmp | tr '\n' ' ')"
 echo "write $(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: token $GITHUB_TOKEN" -d "{\"ref\":\"refs/heads/probe-$GITLEASE_ENTRY_ID\",\"sha\":\"$SHA\"}" "${API}repos/` + e2eRepo + `/git/refs")"
 echo "token=$GITHUB_TOKEN key=$AGENT_KEY"
@@ -381,6 +382,9 @@ func TestWorkerRoom(t *testing.T) {
 			t.Errorf("%s: no process count:\n%s", it.name, out)
 		} else if fmt.Sscanf(out[i:], "procs %d", &procs); procs > 8 {
 			t.Errorf("%s: the command saw %d processes, want only its own few", it.name, procs)
+		}
+		if !strings.Contains(out, "ptrace tried") {
+			t.Errorf("%s: the ptrace probe did not run (python3 missing?):\n%s", it.name, out)
 		}
 		if !strings.Contains(out, it.write) {
 			t.Errorf("%s: want %q of its write:\n%s", it.name, it.write, out)
