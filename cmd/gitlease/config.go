@@ -73,6 +73,9 @@ type config struct {
 	// the longest one runs.
 	WorkerSandbox sandbox.Mode
 	WorkerTimeout time.Duration
+	// SecretFiles are the files secrets were read from (…_FILE, by env
+	// or flag), which worker commands must not see.
+	SecretFiles []string
 	// MaxInflightBody bounds the webhook body bytes held at once.
 	MaxInflightBody int64
 	// IntakeGroupSize and IntakeGroups shape the intake's group commit
@@ -170,6 +173,7 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	get := func(env string) string { return strings.TrimSpace(*values[env]) }
 	from := map[string]string{} // the variable each secret's value came from
+	var secretFiles []string    // as given by env or flag
 	for _, s := range settings {
 		if s.file == "" {
 			continue
@@ -179,6 +183,9 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 			return config{}, err
 		}
 		values[s.env], from[s.env] = &v, src
+		if f := get(s.file); f != "" {
+			secretFiles = append(secretFiles, f)
+		}
 	}
 	for _, w := range want {
 		if get(w) == "" {
@@ -208,6 +215,7 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	c.PrivateKey = app.Secret(*values["GITHUB_PRIVATE_KEY"])
 	c.PrivateKeyFile = get("GITHUB_PRIVATE_KEY_FILE")
+	c.SecretFiles = append(secretFiles, c.PrivateKeyFile)
 	if c.PrivateKey != "" && c.PrivateKeyFile != "" {
 		return c, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: "set either it or GITHUB_PRIVATE_KEY_FILE, not both"}
 	}
@@ -356,7 +364,7 @@ func checkSecretLength(from, v string, nth int) error {
 // secretFileSettings name the files that hold secrets; no worker command
 // may see them.
 var secretFileSettings = []string{"GITHUB_PRIVATE_KEY_FILE", "GITHUB_WEBHOOK_SECRET_FILE", "GITLEASE_RPC_TOKEN_FILE",
-	"GITLEASE_RPC_WORKER_TOKEN_FILE", "GITLEASE_UI_TOKEN_FILE", "GITLEASE_UI_VIEW_TOKEN_FILE"}
+	"GITLEASE_RPC_WORKER_TOKEN_FILE", "GITLEASE_UI_TOKEN_FILE", "GITLEASE_UI_VIEW_TOKEN_FILE", "DATABASE_URL_FILE"}
 
 // hiddenFromCommands lists the server's paths worker commands must not
 // see (SPEC §8.2): its working directory (with .gitlease/) and every

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSecretsNotFromFlags: the private key, webhook secrets and RPC token
@@ -30,7 +32,8 @@ func TestSecretsNotFromFlags(t *testing.T) {
 	}
 	for _, k := range []string{"GITHUB_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET_FILE", "GITLEASE_RPC_TOKEN",
 		"GITLEASE_RPC_TOKEN_FILE", "GITLEASE_RPC_WORKER_TOKEN", "GITLEASE_RPC_WORKER_TOKEN_FILE", "DATABASE_URL", "DATABASE_URL_FILE",
-		"GITLEASE_WORKER_ENV", "GITLEASE_WORKER_USER", "GITLEASE_MAX_INFLIGHT_BODY"} {
+		"GITLEASE_WORKER_ENV", "GITLEASE_WORKER_USER", "GITLEASE_MAX_INFLIGHT_BODY",
+		"GITLEASE_WORKER_SANDBOX", "GITLEASE_WORKER_TIMEOUT", "GITLEASE_ALLOWED_AUTHORS"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
@@ -97,6 +100,21 @@ func TestSecretsNotFromFlags(t *testing.T) {
 		{name: "in-flight budget below one delivery", env: map[string]string{"GITLEASE_MAX_INFLIGHT_BODY": "1MiB"}, setting: "GITLEASE_MAX_INFLIGHT_BODY"},
 		{name: "unknown worker user", env: map[string]string{"GITLEASE_WORKER_USER": "no-such-user-4711"}, setting: "GITLEASE_WORKER_USER"},
 		{name: "worker env with a value", env: map[string]string{"GITLEASE_WORKER_ENV": "A=b"}, setting: "GITLEASE_WORKER_ENV"},
+		{name: "secret file by flag is hidden from commands", args: []string{"--rpc-token-file=" + tokenFile},
+			check: func(t *testing.T, c config) {
+				if !slices.Contains(hiddenFromCommands(c.SecretFiles...), tokenFile) {
+					t.Errorf("hidden %v, want the RPC token file %s among them", hiddenFromCommands(c.SecretFiles...), tokenFile)
+				}
+			}},
+		{name: "worker sandbox and timeout", env: map[string]string{"GITLEASE_WORKER_SANDBOX": "none", "GITLEASE_WORKER_TIMEOUT": "90s"},
+			check: func(t *testing.T, c config) {
+				if c.WorkerSandbox != "none" || c.WorkerTimeout != 90*time.Second {
+					t.Errorf("sandbox %q, timeout %s", c.WorkerSandbox, c.WorkerTimeout)
+				}
+			}},
+		{name: "unknown sandbox mode", env: map[string]string{"GITLEASE_WORKER_SANDBOX": "bwrap"}, setting: "GITLEASE_WORKER_SANDBOX"},
+		{name: "timeout too short", env: map[string]string{"GITLEASE_WORKER_TIMEOUT": "10ms"}, setting: "GITLEASE_WORKER_TIMEOUT"},
+		{name: "unknown author association", env: map[string]string{"GITLEASE_ALLOWED_AUTHORS": "OWNER,ADMIN"}, setting: "GITLEASE_ALLOWED_AUTHORS"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,7 +43,7 @@ func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *gi
 	}
 	wcfg := worker.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: worker.BuiltinOwnerPrefix + worker.NewInstanceID(),
 		User: cfg.WorkerUser, PassEnv: cfg.WorkerEnv, Sandbox: cfg.WorkerSandbox, Timeout: cfg.WorkerTimeout,
-		Hide: hiddenFromCommands(cfg.PrivateKeyFile)}
+		Hide: hiddenFromCommands(cfg.SecretFiles...)}
 	warnUnsandboxed(logger, cfg.WorkerExec, cfg.WorkerSandbox)
 	if gh == nil {
 		// Without credentials no branch is created (its outbox row waits),
@@ -208,7 +208,7 @@ func runWorker(ctx context.Context, args []string, stderr io.Writer, logger *slo
 	w, err := worker.NewRemoteWorker(client, worker.WorkerConfig{
 		Slots: *slots, Exec: *execCmd, OwnerID: *owner, Poll: *poll, Grace: *grace,
 		PassEnv: cfg.WorkerEnv, User: cfg.WorkerUser,
-		Sandbox: cfg.WorkerSandbox, Timeout: cfg.WorkerTimeout, Hide: hiddenFromCommands(),
+		Sandbox: cfg.WorkerSandbox, Timeout: cfg.WorkerTimeout, Hide: hiddenFromCommands(cfg.SecretFiles...),
 	}, logger)
 	if err != nil {
 		return workerConfigError("--owner", err)
