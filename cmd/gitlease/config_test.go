@@ -144,8 +144,9 @@ func TestWarnRootWorker(t *testing.T) {
 		cfg  config
 		warn bool
 	}{
-		{"root with a command", 0, config{WorkerExec: "./agent", WorkerSlots: 1}, true},
-		{"root with a worker user", 0, config{WorkerExec: "./agent", WorkerSlots: 1, WorkerUser: "agent"}, false},
+		{"root with an unsandboxed command", 0, config{WorkerExec: "./agent", WorkerSlots: 1, WorkerSandbox: "none"}, true},
+		{"root with a sandboxed command (run as nobody)", 0, config{WorkerExec: "./agent", WorkerSlots: 1, WorkerSandbox: "auto"}, false},
+		{"root with a worker user", 0, config{WorkerExec: "./agent", WorkerSlots: 1, WorkerUser: "agent", WorkerSandbox: "none"}, false},
 		{"root without a command", 0, config{WorkerSlots: 1}, false},
 		{"root with the worker off", 0, config{WorkerExec: "./agent"}, false},
 		{"not root", 1000, config{WorkerExec: "./agent", WorkerSlots: 1}, false},

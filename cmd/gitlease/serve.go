@@ -20,6 +20,7 @@ import (
 	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/app/setup"
 	"github.com/gitlease/gitlease/app/worker"
+	"github.com/gitlease/gitlease/app/worker/sandbox"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -324,11 +325,12 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return session.Serve(ctx, stdin)
 }
 
-// warnRootWorker logs a warning when serve runs as root (euid 0) with a
-// worker command and no GITLEASE_WORKER_USER: root reads any process, so
-// the command could read serve's secrets despite its non-dumpable flag.
+// warnRootWorker logs a warning when serve runs as root (euid 0) with an
+// unsandboxed worker command and no GITLEASE_WORKER_USER: root reads any
+// process, so the command could read serve's secrets despite its
+// non-dumpable flag. Sandboxed, such commands run as nobody.
 func warnRootWorker(logger *slog.Logger, euid int, cfg config) {
-	if euid == 0 && cfg.WorkerExec != "" && cfg.WorkerUser == "" && cfg.WorkerSlots > 0 {
+	if euid == 0 && cfg.WorkerExec != "" && cfg.WorkerUser == "" && cfg.WorkerSlots > 0 && cfg.WorkerSandbox == sandbox.None {
 		logger.Warn("serve runs as root and so would its worker commands, able to read its secrets: set GITLEASE_WORKER_USER to run them as another user")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -66,7 +67,10 @@ func (e *UnavailableError) Error() string {
 // Config configures a Sandbox.
 type Config struct {
 	Mode Mode
-	// Cred is the user commands run as; nil: this process's.
+	// Cred is the user commands run as; nil: this process's, except that
+	// in mode Auto a root process runs them as nobody (SPEC §8.2: an
+	// unprivileged user), since root in a sandbox keeps capabilities that
+	// reach past it (raw devices, every file).
 	Cred *syscall.Credential
 	// Hide lists server paths no command may see (its working directory,
 	// the …_FILE secrets, .gitlease/): a directory is covered by an empty
@@ -95,6 +99,9 @@ func New(cfg Config) (*Sandbox, error) {
 	s := &Sandbox{cfg: cfg}
 	if cfg.Mode == "" {
 		s.cfg.Mode = Auto
+	}
+	if s.cfg.Mode == Auto && s.cfg.Cred == nil && os.Geteuid() == 0 {
+		s.cfg.Cred = nobody()
 	}
 	if s.cfg.Mode == Auto {
 		name := cfg.Bwrap
@@ -128,6 +135,20 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.root = dir
 	return s, nil
+}
+
+// nobody is the credential of the user nobody (65534 where it has no
+// entry).
+func nobody() *syscall.Credential {
+	c := &syscall.Credential{Uid: 65534, Gid: 65534}
+	if u, err := user.Lookup("nobody"); err == nil {
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 == nil && err2 == nil {
+			c.Uid, c.Gid = uint32(uid), uint32(gid)
+		}
+	}
+	return c
 }
 
 // Mode is the mode in force.
@@ -177,7 +198,7 @@ func (s *Sandbox) baseArgs() []string {
 	args := []string{
 		"--ro-bind", "/", "/", // first: what follows is mounted over it
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts",
-		"--die-with-parent", "--new-session",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 	}
 	hide := slices.Clone(s.cfg.Hide)

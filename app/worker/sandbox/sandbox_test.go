@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var nobody = &syscall.Credential{Uid: 65534, Gid: 65534}
+var nobodyCred = &syscall.Credential{Uid: 65534, Gid: 65534}
 
 func newSandbox(t testing.TB, cfg Config) *Sandbox {
 	t.Helper()
@@ -80,7 +80,7 @@ func TestSandboxRoom(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte("private-key"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := newSandbox(t, Config{Cred: nobody, Hide: []string{secretDir, secretFile, "/"}})
+	s := newSandbox(t, Config{Cred: nobodyCred, Hide: []string{secretDir, secretFile, "/"}})
 	out, p := run(t, s, `
 echo "procs $(ls /proc | grep -c '^[0-9]')"
 echo "home $(ls -A "$HOME" | wc -l) tmp $(ls -A /tmp | wc -l) tmpdir $TMPDIR"
@@ -145,6 +145,21 @@ echo started`)
 	_ = q.Close()
 	if left := sleepers(marker); len(left) != 0 {
 		t.Errorf("processes left after Kill: %v", left)
+	}
+}
+
+// TestSandboxRootRunsCommandsAsNobody: a root worker without a user runs
+// its commands as nobody, with no capabilities.
+func TestSandboxRootRunsCommandsAsNobody(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root: run it as root (make test in the dev container does)")
+	}
+	s := newSandbox(t, Config{})
+	out, p := run(t, s, `echo "uid $(id -u) $(grep CapEff /proc/self/status)"`)
+	defer p.Close()
+	if !strings.Contains(out, "uid 65534 CapEff:\t0000000000000000") {
+		t.Errorf("output %q, want uid 65534 without capabilities", out)
 	}
 }
 
