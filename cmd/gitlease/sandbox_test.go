@@ -499,7 +499,7 @@ func TestServeRefusesWithoutASandbox(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "PATH="+t.TempDir(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec",
+	env = append(env, "PATH="+t.TempDir(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET="+e2eWhsec,
 		"GITLEASE_WORKER_SLOTS=1", "GITLEASE_WORKER_EXEC=true")
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = env
