@@ -1,5 +1,8 @@
-// Package app is the GitHub App side of gitlease and the wiring of its HTTP
-// server: routes, authentication of the queue API, health and readiness.
+// Package app is gitlease's HTTP server: the router the rooms below it
+// register on (the webhook intake, /setup and /ui are added by cmd), /rpc
+// behind its bearer token, health, readiness and the Prometheus metrics,
+// each request with a request ID and one log line. It owns no table and no
+// logic of the rooms it serves. See docs/http.md and docs/metrics.md.
 package app
 
 import (
