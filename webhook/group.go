@@ -21,7 +21,7 @@ import (
 //
 // Under load much of a delivery's database cost is not its rows but its
 // transaction and statements: BEGIN, COMMIT and its WAL flush, each
-// statement's start-up (the 14 check constraints of work_items are read
+// statement's start-up (the check constraints of work_items are read
 // and prepared anew for every statement), and the round trips, on both
 // sides of the connection. Deliveries that arrive while others are being
 // committed join the next group instead, up to HandlerConfig.GroupSize, at
