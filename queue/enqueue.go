@@ -237,13 +237,8 @@ func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueuePar
 // reservation taken, after which running the transaction again succeeds or
 // answers from the winner.
 func IsRetryable(err error) bool {
-	return isUniqueViolation(err) || errors.Is(err, ErrTaken) || errors.Is(err, ErrRetry)
+	return isUniqueViolation(err) || errors.Is(err, ErrTaken)
 }
-
-// ErrRetry is what a RunTx body returns (or wraps) when it found, from
-// inside the transaction, that it raced with a concurrent writer and must
-// start over: RunTx rolls back and runs it again.
-var ErrRetry = errors.New("transaction lost a race: run it again")
 
 // ErrTaken is what EnqueueTxOptimistic returns when its insert found the
 // key bound, the subject live or the reservation held (or a pending or held

@@ -53,14 +53,7 @@ func (p LeaseParams) validate() error {
 
 // scanSize is how many due pending candidates one lease call may examine:
 // bounded, so the cost of a lease does not grow with the queue.
-func scanSize(max int) int { return maxInt(50, 10*max) }
-
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
+func scanSize(n int) int { return max(50, 10*n) }
 
 // Lease hands out up to p.Max due pending items to p.OwnerID, each fenced
 // with a lease generation one higher than before and an expiry of now plus

@@ -1,7 +1,6 @@
 package githubtest
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -84,15 +83,3 @@ func (s *Server) EarlyCalls() int {
 	return s.scopes.early
 }
 
-// RateScope reports the deadline of the last rate limit answered to the
-// installation (0: the App JWT), and whether there was one.
-func (s *Server) RateScope(installationID int64) (time.Time, bool) {
-	identity := "app:" + strconv.FormatInt(s.AppID, 10)
-	if installationID != 0 {
-		identity = fmt.Sprintf("installation:%d", installationID)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sc, ok := s.scopes.byIdentity[identity]
-	return sc.deadline, ok
-}

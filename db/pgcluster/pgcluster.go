@@ -223,9 +223,6 @@ func (c *Cluster) usePostgresUser() error {
 	return nil
 }
 
-// BinDir is the directory of the PostgreSQL programs the cluster uses.
-func (c *Cluster) BinDir() string { return c.cfg.BinDir }
-
 // DataDir is the cluster's data directory, as an absolute path.
 func (c *Cluster) DataDir() string { return c.cfg.DataDir }
 
