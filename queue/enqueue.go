@@ -111,7 +111,7 @@ func (pe *preparedEnqueue) schedule(runAt string, expireAfterSecs *uint64, stric
 		if *expireAfterSecs > math.MaxInt64/1000 {
 			return invalidf("expire_after_secs is too large")
 		}
-		pe.expireAfter = ptr(int64(*expireAfterSecs))
+		pe.expireAfter = new(int64(*expireAfterSecs))
 	}
 	if runAt == "" {
 		return nil
@@ -134,7 +134,7 @@ func (pe *preparedEnqueue) schedule(runAt string, expireAfterSecs *uint64, stric
 			}
 			return nil
 		}
-		pe.expiresAt = ptr(t.Add(time.Duration(*pe.expireAfter) * time.Second))
+		pe.expiresAt = new(t.Add(time.Duration(*pe.expireAfter) * time.Second))
 	}
 	return nil
 }
@@ -203,7 +203,7 @@ func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res 
 		return res, false, fmt.Errorf("insert work item: %w", err)
 	}
 	return EnqueueResult{Enqueued: true, EntryID: ins.ID.String(), Subject: SubjectGeneration{
-		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
+		QualifiedID: pe.canonicalID, Generation: uint64(dbq.Deref(row.SubjectGeneration)),
 	}}, true, nil
 }
 
@@ -274,17 +274,17 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 		by[b.Why] = b.WorkItem
 	}
 	if bound, ok := by["key"]; ok {
-		if deref(bound.RequestHash) != pe.hash {
+		if dbq.Deref(bound.RequestHash) != pe.hash {
 			return EnqueueResult{}, &IdempotencyConflictError{Key: pe.key}
 		}
 		return EnqueueResult{Enqueued: false, EntryID: bound.ID.String(), Subject: SubjectGeneration{
-			QualifiedID: deref(bound.CanonicalID), Generation: uint64(derefInt(bound.SubjectGeneration)),
+			QualifiedID: dbq.Deref(bound.CanonicalID), Generation: uint64(dbq.Deref(bound.SubjectGeneration)),
 		}}, nil
 	}
 	if blocker, ok := by["subject"]; ok {
 		e := &SubjectCollisionError{QualifiedID: pe.canonicalID, EntryID: blocker.ID.String(), Status: blocker.Status}
 		if blocker.SubjectGeneration != nil {
-			e.Generation = ptr(uint64(*blocker.SubjectGeneration))
+			e.Generation = new(uint64(*blocker.SubjectGeneration))
 		}
 		return EnqueueResult{}, e
 	}
@@ -292,8 +292,8 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 		return EnqueueResult{}, &ReservationCollisionError{
 			Holder:      *Item{row: holder}.Reservation(),
 			EntryID:     holder.ID.String(),
-			QualifiedID: deref(holder.CanonicalID),
-			Generation:  uint64(derefInt(holder.SubjectGeneration)),
+			QualifiedID: dbq.Deref(holder.CanonicalID),
+			Generation:  uint64(dbq.Deref(holder.SubjectGeneration)),
 			Status:      holder.Status,
 		}
 	}
@@ -321,7 +321,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now t
 // enqueued is the answer for row, created for pe.
 func enqueued(row dbq.WorkItem, pe preparedEnqueue) EnqueueResult {
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
-		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
+		QualifiedID: pe.canonicalID, Generation: uint64(dbq.Deref(row.SubjectGeneration)),
 	}}
 }
 
@@ -335,7 +335,7 @@ func insertedRow(p dbq.WorkItemInsertNextGenerationParams, chosen dbq.WorkItemIn
 		if t == nil {
 			return nil
 		}
-		return ptr(t.Truncate(time.Microsecond))
+		return new(t.Truncate(time.Microsecond))
 	}
 	return dbq.WorkItem{
 		ID: p.ID, Position: chosen.Position, Status: StatusPending, IsV2: true,

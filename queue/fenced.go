@@ -375,8 +375,8 @@ func exactMatch(f Fence, w dbq.WorkItem) bool {
 	if f.Subject == nil || f.QueueLease == nil || w.SubjectGeneration == nil || w.LeaseOwner == nil {
 		return false
 	}
-	if f.WorkflowID != deref(w.WorkflowID) || int64(f.WorkflowGeneration) != derefInt(w.WorkflowGeneration) ||
-		f.Subject.QualifiedID != deref(w.CanonicalID) || int64(f.Subject.Generation) != *w.SubjectGeneration ||
+	if f.WorkflowID != dbq.Deref(w.WorkflowID) || int64(f.WorkflowGeneration) != dbq.Deref(w.WorkflowGeneration) ||
+		f.Subject.QualifiedID != dbq.Deref(w.CanonicalID) || int64(f.Subject.Generation) != *w.SubjectGeneration ||
 		f.QueueLease.EntryID != w.ID.String() || f.QueueLease.OwnerID != *w.LeaseOwner ||
 		int64(f.QueueLease.Generation) != w.LeaseGeneration {
 		return false
@@ -385,5 +385,5 @@ func exactMatch(f Fence, w dbq.WorkItem) bool {
 		return f.Repository == nil && w.Repository == nil
 	}
 	return strings.EqualFold(f.Repository.Repository, *w.Repository) &&
-		f.Repository.BaseRef == deref(w.BaseRef) && f.Repository.HeadRef == deref(w.HeadRef)
+		f.Repository.BaseRef == dbq.Deref(w.BaseRef) && f.Repository.HeadRef == dbq.Deref(w.HeadRef)
 }

@@ -104,7 +104,7 @@ func (s *Store) Lease(ctx context.Context, p LeaseParams) (_ LeaseResult, err er
 					res.Blocked = append(res.Blocked, *b)
 					continue
 				}
-				wf := deref(c.WorkflowID)
+				wf := dbq.Deref(c.WorkflowID)
 				if wf == "" {
 					wf = p.WorkflowIDs[nextWF]
 					nextWF++
@@ -176,7 +176,7 @@ func (s *Store) grantIdentity(ctx context.Context, tx pgx.Tx, c dbq.WorkItem) (d
 // item's reservation cannot collide with another live item's (a unique index
 // forbids it), so only the caller's exclude fences can block on the ref.
 func blockedBy(c dbq.WorkItem, exclude []Fence) *LeaseBlock {
-	qid, gen := deref(c.CanonicalID), uint64(derefInt(c.SubjectGeneration))
+	qid, gen := dbq.Deref(c.CanonicalID), uint64(dbq.Deref(c.SubjectGeneration))
 	for i := range exclude {
 		if f := exclude[i].Subject; f != nil && f.QualifiedID == qid && f.Generation == gen {
 			return &LeaseBlock{EntryID: c.ID.String(), Reason: BlockSubjectGenerationActive, ConflictsWith: &exclude[i]}

@@ -253,9 +253,9 @@ func (h *Handler) recordGroup(ctx context.Context, tx pgx.Tx, g []*member) (bool
 		} else {
 			rows.Now = p.Now
 			rows.DeliveryIds, rows.Events = append(rows.DeliveryIds, p.DeliveryID), append(rows.Events, p.Event)
-			rows.Actions, rows.Senders = append(rows.Actions, deref(p.Action)), append(rows.Senders, deref(p.Sender))
-			rows.InstallationIds, rows.RepositoryIds = append(rows.InstallationIds, deref(p.InstallationID)), append(rows.RepositoryIds, deref(p.RepositoryID))
-			rows.Repositories, rows.SecretIndexes = append(rows.Repositories, deref(p.Repository)), append(rows.SecretIndexes, p.SecretIndex)
+			rows.Actions, rows.Senders = append(rows.Actions, dbq.Deref(p.Action)), append(rows.Senders, dbq.Deref(p.Sender))
+			rows.InstallationIds, rows.RepositoryIds = append(rows.InstallationIds, dbq.Deref(p.InstallationID)), append(rows.RepositoryIds, dbq.Deref(p.RepositoryID))
+			rows.Repositories, rows.SecretIndexes = append(rows.Repositories, dbq.Deref(p.Repository)), append(rows.SecretIndexes, p.SecretIndex)
 			rows.BodySha256s, rows.EntryIds = append(rows.BodySha256s, p.BodySha256), append(rows.EntryIds, *p.EntryID)
 			rows.QualifiedIds, rows.Generations = append(rows.QualifiedIds, *p.QualifiedID), append(rows.Generations, *p.Generation)
 		}

@@ -324,12 +324,3 @@ func waitFor(tb testing.TB, within time.Duration, what string, cond func() error
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}

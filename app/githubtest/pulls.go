@@ -243,4 +243,3 @@ func (s *Server) AddPullRequest(repoName, head, base, title, body string, draft 
 	r.pulls = append(r.pulls, p)
 	return s.pullSnapshot(r, p)
 }
-

@@ -82,4 +82,3 @@ func (s *Server) EarlyCalls() int {
 	defer s.mu.Unlock()
 	return s.scopes.early
 }
-
