@@ -22,8 +22,8 @@ import (
 	"github.com/gitlease/gitlease/queue/rpc"
 )
 
-// MaxRPCBody bounds a /rpc request body.
-const MaxRPCBody = 10 << 20
+// maxRPCBody bounds a /rpc request body.
+const maxRPCBody = 10 << 20
 
 // ServerConfig configures the HTTP surface.
 type ServerConfig struct {
@@ -134,11 +134,11 @@ func (s *Server) handleRPC(c echo.Context) error {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gitlease"`)
 		return c.JSON(http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
 	}
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxRPCBody+1))
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxRPCBody+1))
 	if err != nil {
 		return c.JSON(http.StatusBadRequest, map[string]string{"error": "could not read the request body"})
 	}
-	if len(body) > MaxRPCBody {
+	if len(body) > maxRPCBody {
 		return c.JSON(http.StatusRequestEntityTooLarge, map[string]string{"error": "request body larger than 10 MiB"})
 	}
 	if worker {

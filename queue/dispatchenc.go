@@ -66,7 +66,7 @@ func encodeFast(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSec
 	var canonMeta []byte
 	if !metadataEmpty(sub.Metadata) {
 		var err error
-		if canonMeta, err = CanonicalJSON(sub.Metadata); err != nil {
+		if canonMeta, err = canonicalJSON(sub.Metadata); err != nil {
 			return nil, sum, false
 		}
 	}

@@ -117,7 +117,7 @@ func (pe *preparedEnqueue) schedule(runAt string, expireAfterSecs *uint64, stric
 		return nil
 	}
 	pe.runAt = &runAt
-	t, err := ParseRFC3339(runAt)
+	t, err := parseRFC3339(runAt)
 	if err != nil {
 		if strict {
 			return invalidf("run_at %q is not an RFC 3339 timestamp", runAt)

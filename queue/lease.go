@@ -186,14 +186,14 @@ func blockedBy(c dbq.WorkItem, exclude []Fence) *LeaseBlock {
 		return nil
 	}
 	for i := range exclude {
-		if r := exclude[i].Repository; r != nil && CollisionKey(*r) == *c.CollisionKey {
+		if r := exclude[i].Repository; r != nil && collisionKey(*r) == *c.CollisionKey {
 			return &LeaseBlock{EntryID: c.ID.String(), Reason: BlockRepositoryRefCollision, ConflictsWith: &exclude[i]}
 		}
 	}
 	return nil
 }
 
-// CollisionKey is the reservation's collision key: two live items never share one.
-func CollisionKey(r Reservation) string {
+// collisionKey is the reservation's collision key: two live items never share one.
+func collisionKey(r Reservation) string {
 	return strings.ToLower(strings.TrimSpace(r.Repository)) + "\n" + r.HeadRef
 }

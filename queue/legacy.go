@@ -77,7 +77,7 @@ func (s *Store) LegacyEnqueue(ctx context.Context, d SubjectDispatch, runAt stri
 	if err != nil {
 		return LegacyEnqueueResult{}, fmt.Errorf("encode dispatch: %w", err)
 	}
-	key := LegacyKey(d.Subject.Kind, d.Subject.ID)
+	key := legacyKey(d.Subject.Kind, d.Subject.ID)
 	ins := dbq.WorkItemInsertParams{
 		ID: s.cfg.NewID(), SubjectID: key, Dispatch: dispatch,
 		RunAt: pe.runAt, RunAtTime: pe.runAtTime, ExpireAfterSecs: pe.expireAfter, ExpiresAfter: pe.expiresAt,

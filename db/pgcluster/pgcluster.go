@@ -349,7 +349,7 @@ func (c *Cluster) Start(ctx context.Context, port int) error {
 	}
 	var err error
 	for range startAttempts {
-		if port, err = FreePort(); err != nil {
+		if port, err = freePort(); err != nil {
 			return fmt.Errorf("choose a port for postgres: %w", err)
 		}
 		if err = c.startOn(ctx, port); err == nil || !errors.Is(err, errPortTaken) {
