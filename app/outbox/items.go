@@ -58,14 +58,14 @@ func (i *Items) DecorateView(ctx context.Context, v *queue.View) error {
 	if err != nil {
 		return err
 	}
-	p := queue.Provisioning{Branch: deref(g.Branch), HeadSHA: deref(g.HeadSha), PullRequestURL: deref(g.PrUrl)}
+	p := queue.Provisioning{Branch: dbq.Deref(g.Branch), HeadSHA: dbq.Deref(g.HeadSha), PullRequestURL: dbq.Deref(g.PrUrl)}
 	if g.PrNumber != nil {
 		p.PullRequestNumber = int(*g.PrNumber)
 	}
 	if p != (queue.Provisioning{}) {
 		v.Provisioning = &p
 	}
-	v.CheckRunID = derefInt(g.CheckRunID)
+	v.CheckRunID = dbq.Deref(g.CheckRunID)
 	return nil
 }
 
