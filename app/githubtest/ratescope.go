@@ -74,6 +74,16 @@ func (s *Server) recordScope(identity, fault string, res response, now time.Time
 	s.scopes.byIdentity[identity] = sc
 }
 
+// EndRateLimits closes every rate-limit scope the fake opened, as if each
+// limit had reset: for a test whose next call stands for a client that
+// waited as it was told, without the test waiting. Calls already counted by
+// EarlyCalls stay counted.
+func (s *Server) EndRateLimits() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scopes.byIdentity = nil
+}
+
 // EarlyCalls returns how many calls started while their credential was
 // rate-limited (each is also a violation): a client that keeps GitHub's
 // limits makes none.
