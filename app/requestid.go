@@ -14,8 +14,8 @@ import (
 // requestIDKey carries a request's ID in its context.
 type requestIDKey struct{}
 
-// RequestID returns the request ID stored in ctx, or "".
-func RequestID(ctx context.Context) string {
+// requestID returns the request ID stored in ctx, or "".
+func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
@@ -26,7 +26,7 @@ type LogHandler struct{ slog.Handler }
 
 // Handle implements slog.Handler.
 func (h LogHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id := RequestID(ctx); id != "" {
+	if id := requestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
 	}
 	return h.Handler.Handle(ctx, r)

@@ -1,5 +1,8 @@
-// Package app is the GitHub App side of gitlease and the wiring of its HTTP
-// server: routes, authentication of the queue API, health and readiness.
+// Package app is gitlease's HTTP server: the router the rooms below it
+// register on (the webhook intake, /setup and /ui are added by cmd), /rpc
+// behind its bearer token, health, readiness and the Prometheus metrics,
+// each request with a request ID and one log line. It owns no table and no
+// logic of the rooms it serves. See docs/http.md and docs/metrics.md.
 package app
 
 import (
@@ -19,8 +22,8 @@ import (
 	"github.com/gitlease/gitlease/queue/rpc"
 )
 
-// MaxRPCBody bounds a /rpc request body.
-const MaxRPCBody = 10 << 20
+// maxRPCBody bounds a /rpc request body.
+const maxRPCBody = 10 << 20
 
 // ServerConfig configures the HTTP surface.
 type ServerConfig struct {
@@ -131,11 +134,11 @@ func (s *Server) handleRPC(c echo.Context) error {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gitlease"`)
 		return c.JSON(http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
 	}
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxRPCBody+1))
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxRPCBody+1))
 	if err != nil {
 		return c.JSON(http.StatusBadRequest, map[string]string{"error": "could not read the request body"})
 	}
-	if len(body) > MaxRPCBody {
+	if len(body) > maxRPCBody {
 		return c.JSON(http.StatusRequestEntityTooLarge, map[string]string{"error": "request body larger than 10 MiB"})
 	}
 	if worker {

@@ -15,9 +15,9 @@ import (
 // pgx encodes a github.com/google/uuid UUID, which implements
 // driver.Valuer, by its Value: the 36-character text, which the uuid codec
 // does not take in binary, so pgx fails once, parses the text back and
-// encodes the bytes — three passes and an error for every ID sent, 4% of
-// serve's CPU per delivery. A UUID is the 16 bytes it is made of: it is
-// encoded as those.
+// encodes the bytes — three passes and an error for every ID sent (its
+// cost is in docs/benchmarks-history.md). A UUID is the 16 bytes it is
+// made of: it is encoded as those.
 func AfterConnect(_ context.Context, conn *pgx.Conn) error {
 	m := conn.TypeMap()
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUID}, m.TryWrapEncodePlanFuncs...)

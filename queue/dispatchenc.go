@@ -39,9 +39,8 @@ func encodeEnqueue(d SubjectDispatch, r *Reservation, runAt *string, expireAfter
 // canonical escaping, so the canonical request's dispatch is the stored
 // one without its requested_at member and with the metadata canonical:
 // the hash reads the stored bytes around those two places instead of a
-// second 12 KB encoding of the description. (Encoding the dispatch,
-// decoding it and canonicalising again once cost a fifth of serve's CPU;
-// writing the two apart, a twentieth.)
+// second 12 KB encoding of the description (docs/benchmarks-history.md
+// has what each cost).
 func encodeFast(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSecs *uint64) (dispatch []byte, sum [32]byte, ok bool) {
 	sub := d.Subject
 	if sub == nil || len(d.Input) != 0 || len(d.Vars) != 0 || d.Actor != nil ||
@@ -67,7 +66,7 @@ func encodeFast(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSec
 	var canonMeta []byte
 	if !metadataEmpty(sub.Metadata) {
 		var err error
-		if canonMeta, err = CanonicalJSON(sub.Metadata); err != nil {
+		if canonMeta, err = canonicalJSON(sub.Metadata); err != nil {
 			return nil, sum, false
 		}
 	}

@@ -111,13 +111,13 @@ func (pe *preparedEnqueue) schedule(runAt string, expireAfterSecs *uint64, stric
 		if *expireAfterSecs > math.MaxInt64/1000 {
 			return invalidf("expire_after_secs is too large")
 		}
-		pe.expireAfter = ptr(int64(*expireAfterSecs))
+		pe.expireAfter = new(int64(*expireAfterSecs))
 	}
 	if runAt == "" {
 		return nil
 	}
 	pe.runAt = &runAt
-	t, err := ParseRFC3339(runAt)
+	t, err := parseRFC3339(runAt)
 	if err != nil {
 		if strict {
 			return invalidf("run_at %q is not an RFC 3339 timestamp", runAt)
@@ -134,7 +134,7 @@ func (pe *preparedEnqueue) schedule(runAt string, expireAfterSecs *uint64, stric
 			}
 			return nil
 		}
-		pe.expiresAt = ptr(t.Add(time.Duration(*pe.expireAfter) * time.Second))
+		pe.expiresAt = new(t.Add(time.Duration(*pe.expireAfter) * time.Second))
 	}
 	return nil
 }
@@ -203,7 +203,7 @@ func (s *Store) enqueueOptimistic(ctx context.Context, pe preparedEnqueue) (res 
 		return res, false, fmt.Errorf("insert work item: %w", err)
 	}
 	return EnqueueResult{Enqueued: true, EntryID: ins.ID.String(), Subject: SubjectGeneration{
-		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
+		QualifiedID: pe.canonicalID, Generation: uint64(dbq.Deref(row.SubjectGeneration)),
 	}}, true, nil
 }
 
@@ -237,13 +237,8 @@ func (s *Store) EnqueueTxOptimistic(ctx context.Context, tx pgx.Tx, p EnqueuePar
 // reservation taken, after which running the transaction again succeeds or
 // answers from the winner.
 func IsRetryable(err error) bool {
-	return isUniqueViolation(err) || errors.Is(err, ErrTaken) || errors.Is(err, ErrRetry)
+	return isUniqueViolation(err) || errors.Is(err, ErrTaken)
 }
-
-// ErrRetry is what a RunTx body returns (or wraps) when it found, from
-// inside the transaction, that it raced with a concurrent writer and must
-// start over: RunTx rolls back and runs it again.
-var ErrRetry = errors.New("transaction lost a race: run it again")
 
 // ErrTaken is what EnqueueTxOptimistic returns when its insert found the
 // key bound, the subject live or the reservation held (or a pending or held
@@ -279,17 +274,17 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 		by[b.Why] = b.WorkItem
 	}
 	if bound, ok := by["key"]; ok {
-		if deref(bound.RequestHash) != pe.hash {
+		if dbq.Deref(bound.RequestHash) != pe.hash {
 			return EnqueueResult{}, &IdempotencyConflictError{Key: pe.key}
 		}
 		return EnqueueResult{Enqueued: false, EntryID: bound.ID.String(), Subject: SubjectGeneration{
-			QualifiedID: deref(bound.CanonicalID), Generation: uint64(derefInt(bound.SubjectGeneration)),
+			QualifiedID: dbq.Deref(bound.CanonicalID), Generation: uint64(dbq.Deref(bound.SubjectGeneration)),
 		}}, nil
 	}
 	if blocker, ok := by["subject"]; ok {
 		e := &SubjectCollisionError{QualifiedID: pe.canonicalID, EntryID: blocker.ID.String(), Status: blocker.Status}
 		if blocker.SubjectGeneration != nil {
-			e.Generation = ptr(uint64(*blocker.SubjectGeneration))
+			e.Generation = new(uint64(*blocker.SubjectGeneration))
 		}
 		return EnqueueResult{}, e
 	}
@@ -297,8 +292,8 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, pe preparedEnqueue) (Enq
 		return EnqueueResult{}, &ReservationCollisionError{
 			Holder:      *Item{row: holder}.Reservation(),
 			EntryID:     holder.ID.String(),
-			QualifiedID: deref(holder.CanonicalID),
-			Generation:  uint64(derefInt(holder.SubjectGeneration)),
+			QualifiedID: dbq.Deref(holder.CanonicalID),
+			Generation:  uint64(dbq.Deref(holder.SubjectGeneration)),
 			Status:      holder.Status,
 		}
 	}
@@ -326,7 +321,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, pe preparedEnqueue, now t
 // enqueued is the answer for row, created for pe.
 func enqueued(row dbq.WorkItem, pe preparedEnqueue) EnqueueResult {
 	return EnqueueResult{Enqueued: true, EntryID: row.ID.String(), Subject: SubjectGeneration{
-		QualifiedID: pe.canonicalID, Generation: uint64(derefInt(row.SubjectGeneration)),
+		QualifiedID: pe.canonicalID, Generation: uint64(dbq.Deref(row.SubjectGeneration)),
 	}}
 }
 
@@ -340,7 +335,7 @@ func insertedRow(p dbq.WorkItemInsertNextGenerationParams, chosen dbq.WorkItemIn
 		if t == nil {
 			return nil
 		}
-		return ptr(t.Truncate(time.Microsecond))
+		return new(t.Truncate(time.Microsecond))
 	}
 	return dbq.WorkItem{
 		ID: p.ID, Position: chosen.Position, Status: StatusPending, IsV2: true,

@@ -11,7 +11,7 @@ import (
 )
 
 // The request hash (protocol/queue-v2.md §3.3) must equal the reference's
-// byte for byte, so CanonicalJSON reproduces what the reference does: parse
+// byte for byte, so canonicalJSON reproduces what the reference does: parse
 // into a serde_json::Value with serde_json's default features (no
 // float_roundtrip, no arbitrary_precision) and print it with object keys
 // sorted. Go's encoding/json differs in string escaping and number handling,
@@ -27,7 +27,7 @@ import (
 // A dispatch input of null counts as absent, as it does for the reference.
 //
 // It returns an *InvalidError when d holds JSON the reference could not have
-// accepted (see CanonicalJSON), and a plain error when d cannot be encoded.
+// accepted (see canonicalJSON), and a plain error when d cannot be encoded.
 func RequestHash(d SubjectDispatch, r *Reservation, runAt *string, expireAfterSecs *uint64) (string, error) {
 	if _, sum, ok := encodeFast(d, r, runAt, expireAfterSecs); ok {
 		return hex.EncodeToString(sum[:]), nil
@@ -78,7 +78,7 @@ func requestHashSlow(d SubjectDispatch, r *Reservation, runAt *string, expireAft
 	if err != nil {
 		return "", err
 	}
-	canon, err := CanonicalJSON(raw)
+	canon, err := canonicalJSON(raw)
 	if err != nil {
 		return "", err
 	}
@@ -86,10 +86,10 @@ func requestHashSlow(d SubjectDispatch, r *Reservation, runAt *string, expireAft
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// CanonicalJSON re-encodes the JSON text v as the reference prints it
+// canonicalJSON re-encodes the JSON text v as the reference prints it
 // (see package canonjson for exactly how). It returns an *InvalidError when
 // v is not a single valid JSON value or is one serde_json rejects.
-func CanonicalJSON(v []byte) ([]byte, error) {
+func canonicalJSON(v []byte) ([]byte, error) {
 	out, err := canonjson.Canonical(v)
 	var se *canonjson.SyntaxError
 	if errors.As(err, &se) {

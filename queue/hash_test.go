@@ -27,7 +27,7 @@ func sha(b []byte) string {
 
 func TestRequestHashVectorsFromCanonicalText(t *testing.T) {
 	for _, tc := range []struct{ text, hash string }{{vectorA, vectorAHash}, {vectorB, vectorBHash}} {
-		canon, err := CanonicalJSON([]byte(tc.text))
+		canon, err := canonicalJSON([]byte(tc.text))
 		if err != nil {
 			t.Fatal(err)
 		}

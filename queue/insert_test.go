@@ -92,7 +92,7 @@ func inUTC(row any) {
 			*f = f.UTC()
 		case **time.Time:
 			if *f != nil {
-				*f = ptr((*f).UTC())
+				*f = new((*f).UTC())
 			}
 		}
 	}

@@ -65,10 +65,10 @@ func ReadItem(ctx context.Context, db dbq.DBTX, id uuid.UUID) (Item, error) {
 func (it Item) Status() string { return it.row.Status }
 
 // QualifiedID is the canonical subject ID ("" for a legacy item without one).
-func (it Item) QualifiedID() string { return deref(it.row.CanonicalID) }
+func (it Item) QualifiedID() string { return dbq.Deref(it.row.CanonicalID) }
 
 // Generation is the subject generation (0 for a legacy item without one).
-func (it Item) Generation() uint64 { return uint64(derefInt(it.row.SubjectGeneration)) }
+func (it Item) Generation() uint64 { return uint64(dbq.Deref(it.row.SubjectGeneration)) }
 
 // Dispatch is the stored dispatch JSON.
 func (it Item) Dispatch() json.RawMessage { return json.RawMessage(it.row.Dispatch) }
@@ -78,7 +78,7 @@ func (it Item) Reservation() *Reservation {
 	if it.row.Repository == nil {
 		return nil
 	}
-	return &Reservation{Repository: *it.row.Repository, BaseRef: deref(it.row.BaseRef), HeadRef: deref(it.row.HeadRef)}
+	return &Reservation{Repository: *it.row.Repository, BaseRef: dbq.Deref(it.row.BaseRef), HeadRef: dbq.Deref(it.row.HeadRef)}
 }
 
 // Fence is the item's current execution fence, or nil before its first v2
@@ -105,7 +105,7 @@ type Provisioning struct {
 }
 
 // Note is what the worker said when it finished, if anything.
-func (it Item) Note() string { return deref(it.row.ResultNote) }
+func (it Item) Note() string { return dbq.Deref(it.row.ResultNote) }
 
 // Item sources, stored in work_items.source: SourceGitHub for an item the
 // webhook intake created from a verified delivery, SourceRPC for every
@@ -122,7 +122,7 @@ const (
 func (it Item) FromGitHub() bool { return it.row.Source == SourceGitHub }
 
 // IdempotencyKey is the key bound to the item, or "".
-func (it Item) IdempotencyKey() string { return deref(it.row.IdempotencyKey) }
+func (it Item) IdempotencyKey() string { return dbq.Deref(it.row.IdempotencyKey) }
 
 func entryOf(w dbq.WorkItem) Entry {
 	e := Entry{
@@ -130,10 +130,10 @@ func entryOf(w dbq.WorkItem) Entry {
 		SubjectID:       w.SubjectID,
 		SubjectDispatch: json.RawMessage(w.Dispatch),
 		Status:          w.Status,
-		TaskID:          deref(w.TaskID),
-		WorkflowID:      deref(w.WorkflowID),
+		TaskID:          dbq.Deref(w.TaskID),
+		WorkflowID:      dbq.Deref(w.WorkflowID),
 		EnqueuedAt:      EntryTime{w.EnqueuedAt},
-		RunAt:           deref(w.RunAt),
+		RunAt:           dbq.Deref(w.RunAt),
 	}
 	if w.AssignedAt != nil {
 		e.AssignedAt = &EntryTime{*w.AssignedAt}
@@ -157,7 +157,7 @@ func fenceOf(w dbq.WorkItem) *Fence {
 		Schema:             FenceSchema,
 		Version:            FenceVersion,
 		WorkflowID:         *w.WorkflowID,
-		WorkflowGeneration: uint64(derefInt(w.WorkflowGeneration)),
+		WorkflowGeneration: uint64(dbq.Deref(w.WorkflowGeneration)),
 		QueueLease: &LeaseFence{
 			EntryID:    w.ID.String(),
 			OwnerID:    *w.LeaseOwner,
@@ -169,26 +169,10 @@ func fenceOf(w dbq.WorkItem) *Fence {
 		f.Subject = &SubjectGeneration{QualifiedID: *w.CanonicalID, Generation: uint64(*w.SubjectGeneration)}
 	}
 	if w.Repository != nil {
-		f.Repository = &Reservation{Repository: *w.Repository, BaseRef: deref(w.BaseRef), HeadRef: deref(w.HeadRef)}
+		f.Repository = &Reservation{Repository: *w.Repository, BaseRef: dbq.Deref(w.BaseRef), HeadRef: dbq.Deref(w.HeadRef)}
 	}
 	return f
 }
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-func derefInt(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // View is an item as gitlease/entry/get shows it: any item, finished ones
 // included, with its status or terminal outcome.
@@ -223,10 +207,10 @@ func (it Item) View() View {
 		Status:         it.row.Status,
 		EnqueuedAt:     EntryTime{it.row.EnqueuedAt},
 		IdempotencyKey: it.IdempotencyKey(),
-		WorkflowID:     deref(it.row.WorkflowID),
+		WorkflowID:     dbq.Deref(it.row.WorkflowID),
 		Execution:      it.Fence(),
 		Repository:     it.Reservation(),
-		FromGitHub:     ptr(it.FromGitHub()),
+		FromGitHub:     new(it.FromGitHub()),
 	}
 	if it.row.FinishedAt != nil {
 		v.FinishedAt = &EntryTime{*it.row.FinishedAt}

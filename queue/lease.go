@@ -53,14 +53,7 @@ func (p LeaseParams) validate() error {
 
 // scanSize is how many due pending candidates one lease call may examine:
 // bounded, so the cost of a lease does not grow with the queue.
-func scanSize(max int) int { return maxInt(50, 10*max) }
-
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
+func scanSize(n int) int { return max(50, 10*n) }
 
 // Lease hands out up to p.Max due pending items to p.OwnerID, each fenced
 // with a lease generation one higher than before and an expiry of now plus
@@ -111,7 +104,7 @@ func (s *Store) Lease(ctx context.Context, p LeaseParams) (_ LeaseResult, err er
 					res.Blocked = append(res.Blocked, *b)
 					continue
 				}
-				wf := deref(c.WorkflowID)
+				wf := dbq.Deref(c.WorkflowID)
 				if wf == "" {
 					wf = p.WorkflowIDs[nextWF]
 					nextWF++
@@ -183,7 +176,7 @@ func (s *Store) grantIdentity(ctx context.Context, tx pgx.Tx, c dbq.WorkItem) (d
 // item's reservation cannot collide with another live item's (a unique index
 // forbids it), so only the caller's exclude fences can block on the ref.
 func blockedBy(c dbq.WorkItem, exclude []Fence) *LeaseBlock {
-	qid, gen := deref(c.CanonicalID), uint64(derefInt(c.SubjectGeneration))
+	qid, gen := dbq.Deref(c.CanonicalID), uint64(dbq.Deref(c.SubjectGeneration))
 	for i := range exclude {
 		if f := exclude[i].Subject; f != nil && f.QualifiedID == qid && f.Generation == gen {
 			return &LeaseBlock{EntryID: c.ID.String(), Reason: BlockSubjectGenerationActive, ConflictsWith: &exclude[i]}
@@ -193,14 +186,14 @@ func blockedBy(c dbq.WorkItem, exclude []Fence) *LeaseBlock {
 		return nil
 	}
 	for i := range exclude {
-		if r := exclude[i].Repository; r != nil && CollisionKey(*r) == *c.CollisionKey {
+		if r := exclude[i].Repository; r != nil && collisionKey(*r) == *c.CollisionKey {
 			return &LeaseBlock{EntryID: c.ID.String(), Reason: BlockRepositoryRefCollision, ConflictsWith: &exclude[i]}
 		}
 	}
 	return nil
 }
 
-// CollisionKey is the reservation's collision key: two live items never share one.
-func CollisionKey(r Reservation) string {
+// collisionKey is the reservation's collision key: two live items never share one.
+func collisionKey(r Reservation) string {
 	return strings.ToLower(strings.TrimSpace(r.Repository)) + "\n" + r.HeadRef
 }

@@ -31,8 +31,8 @@ func (e *StaleFenceError) Error() string {
 }
 
 func staleFence(method string, w dbq.WorkItem) *StaleFenceError {
-	return &StaleFenceError{Method: method, EntryID: w.ID.String(), QualifiedID: deref(w.CanonicalID),
-		Generation: uint64(derefInt(w.SubjectGeneration)), Status: w.Status}
+	return &StaleFenceError{Method: method, EntryID: w.ID.String(), QualifiedID: dbq.Deref(w.CanonicalID),
+		Generation: uint64(dbq.Deref(w.SubjectGeneration)), Status: w.Status}
 }
 
 // NotAssignedError is returned by LegacyReleasePending for an item that is
@@ -77,7 +77,7 @@ func (s *Store) LegacyEnqueue(ctx context.Context, d SubjectDispatch, runAt stri
 	if err != nil {
 		return LegacyEnqueueResult{}, fmt.Errorf("encode dispatch: %w", err)
 	}
-	key := LegacyKey(d.Subject.Kind, d.Subject.ID)
+	key := legacyKey(d.Subject.Kind, d.Subject.ID)
 	ins := dbq.WorkItemInsertParams{
 		ID: s.cfg.NewID(), SubjectID: key, Dispatch: dispatch,
 		RunAt: pe.runAt, RunAtTime: pe.runAtTime, ExpireAfterSecs: pe.expireAfter, ExpiresAfter: pe.expiresAt,
@@ -166,7 +166,7 @@ func (s *Store) LegacyLease(ctx context.Context, max int, workflowIDs []string, 
 				continue
 			}
 			skip[c.SubjectID] = true
-			wf := deref(c.WorkflowID)
+			wf := dbq.Deref(c.WorkflowID)
 			if wf == "" && workflowIDs != nil {
 				wf = workflowIDs[len(leased)]
 			}
@@ -174,7 +174,7 @@ func (s *Store) LegacyLease(ctx context.Context, max int, workflowIDs []string, 
 				wf = uuid.NewString()
 			}
 			w, err := s.q.WorkItemLegacyAssign(ctx, tx, dbq.WorkItemLegacyAssignParams{
-				ID: c.ID, WorkflowID: wf, Now: now, LeaseExpiresAt: ptr(now.Add(s.cfg.LeaseTTL)),
+				ID: c.ID, WorkflowID: wf, Now: now, LeaseExpiresAt: new(now.Add(s.cfg.LeaseTTL)),
 			})
 			if err != nil {
 				return fmt.Errorf("assign legacy entry: %w", err)
@@ -212,7 +212,7 @@ func (s *Store) MarkAssigned(ctx context.Context, entryID, workflowID string) (C
 		}
 		now := s.now()
 		if _, err := s.q.WorkItemLegacyAssign(ctx, tx, dbq.WorkItemLegacyAssignParams{
-			ID: w.ID, WorkflowID: workflowID, Now: now, LeaseExpiresAt: ptr(now.Add(s.cfg.LeaseTTL)),
+			ID: w.ID, WorkflowID: workflowID, Now: now, LeaseExpiresAt: new(now.Add(s.cfg.LeaseTTL)),
 		}); err != nil {
 			return fmt.Errorf("assign legacy entry: %w", err)
 		}
@@ -293,7 +293,7 @@ func (s *Store) LegacyComplete(ctx context.Context, entryID, status, workflowRef
 		}
 		_ = json.Unmarshal(w.Dispatch, &d) // a dispatch we stored always decodes
 		if w.Status != StatusAssigned || (workflowRef != "" && workflowRef != d.WorkflowRef) ||
-			(workflowID != "" && workflowID != deref(w.WorkflowID)) {
+			(workflowID != "" && workflowID != dbq.Deref(w.WorkflowID)) {
 			ch.NotFound = true
 			return nil
 		}

@@ -168,11 +168,15 @@ const maxConflictRetries = 5
 // RunTx can wake idle workers once it has committed.
 type TxFunc func(ctx context.Context, tx pgx.Tx, attempt int) (pending bool, err error)
 
-// RunTx runs fn in a transaction and commits it if fn returns nil. It is the
-// one place that owns the queue's transactions: when fn or the commit fails
-// with an error for which IsRetryable is true (a concurrent writer won a
-// unique-index race), RunTx runs fn again in a fresh transaction, up to
-// maxConflictRetries more times, and the re-run answers from the winner.
+// RunTx runs fn in a transaction and commits it if fn returns nil. When fn
+// or the commit fails with an error for which IsRetryable is true (a
+// concurrent writer won a unique-index race), RunTx runs fn again in a
+// fresh transaction, up to maxConflictRetries more times, and the re-run
+// answers from the winner. Enqueue, lease and the webhook intake run
+// through it; the other calls run once in InTx, and the fenced mutations
+// (fenced.go) retry on their own terms: a compare-and-swap that took no
+// row is decided from the stored row, and tried again only when that row
+// changed in between.
 // After a commit for which fn reported pending, it calls Config.OnPending,
 // outside the transaction. Callers that write their own rows atomically with
 // a queue change (the webhook intake's delivery record) use it with the

@@ -46,25 +46,12 @@ import (
 // A v that is not a non-nil pointer to a struct is a programming error,
 // reported as a plain error.
 func DecodeStrict(data []byte, v any, what string) error {
-	return decodeStrict(data, v, what, false)
-}
-
-// DecodeStrictOptional is DecodeStrict for methods whose params may be left
-// out: null or empty data leaves v unchanged and returns nil.
-func DecodeStrictOptional(data []byte, v any, what string) error {
-	return decodeStrict(data, v, what, true)
-}
-
-func decodeStrict(data []byte, v any, what string, optional bool) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("queue: DecodeStrict needs a non-nil pointer to a struct, got %T", v)
 	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || string(data) == "null" {
-		if optional {
-			return nil
-		}
 		return invalidf("invalid %s params: missing params", what)
 	}
 	if !json.Valid(data) {

@@ -175,21 +175,6 @@ func TestDecodeStrictEmbeddedAndTags(t *testing.T) {
 	}
 }
 
-func TestDecodeStrictOptional(t *testing.T) {
-	p := leaseParams{Max: 4}
-	for _, in := range []string{``, `null`, "  "} {
-		if err := DecodeStrictOptional([]byte(in), &p, "list"); err != nil || p.Max != 4 {
-			t.Errorf("DecodeStrictOptional(%q) = %v, %+v", in, err, p)
-		}
-	}
-	if err := DecodeStrictOptional([]byte(`{"max":2}`), &p, "list"); err != nil || p.Max != 2 {
-		t.Errorf("got %v, %+v", err, p)
-	}
-	if err := DecodeStrictOptional([]byte(`{"nope":2}`), &p, "list"); err == nil {
-		t.Error("unknown field accepted")
-	}
-}
-
 func TestDecodeStrictBadTarget(t *testing.T) {
 	var n int
 	var nilPtr *leaseParams

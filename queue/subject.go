@@ -317,11 +317,11 @@ func asciiEqualFold(a, b string) bool {
 	return true
 }
 
-// LegacyKey returns the legacy subject key (§2.1) used by legacy entries'
+// legacyKey returns the legacy subject key (§2.1) used by legacy entries'
 // subject_id and by exclude_subjects: the bare id when kind is exactly
 // animus.task, animus.requirement, custom, task or requirement, else
 // "<kind>::<id>". Nothing is trimmed.
-func LegacyKey(kind, id string) string {
+func legacyKey(kind, id string) string {
 	switch kind {
 	case KindTask, KindRequirement, KindCustom, "task", "requirement":
 		return id

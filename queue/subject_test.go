@@ -217,7 +217,7 @@ func TestLegacyKey(t *testing.T) {
 		{"", "X", "::X"},
 	}
 	for _, tc := range tests {
-		if got := LegacyKey(tc.kind, tc.id); got != tc.want {
+		if got := legacyKey(tc.kind, tc.id); got != tc.want {
 			t.Errorf("LegacyKey(%q, %q) = %q, want %q", tc.kind, tc.id, got, tc.want)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // with "Z" for fences and dispatches and "+00:00" for entry timestamps, as the
 // reference queue does.
 
-// ParseRFC3339 parses s as an RFC 3339 date-time ("2026-10-01T12:00:05Z",
+// parseRFC3339 parses s as an RFC 3339 date-time ("2026-10-01T12:00:05Z",
 // "2026-10-01T14:00:05.5+02:00") and returns it in UTC. The date and time
 // separator may be "T" or "t" and the zone "Z", "z" or a ±hh:mm offset, as
 // RFC 3339 §5.6 allows; any number of fraction digits is accepted (digits past
@@ -22,7 +22,7 @@ import (
 //
 // It returns an error naming s when s is not of that form or names an
 // impossible date or time.
-func ParseRFC3339(s string) (time.Time, error) {
+func parseRFC3339(s string) (time.Time, error) {
 	if !rfc3339Shape(s) {
 		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 date-time", s)
 	}
@@ -77,16 +77,16 @@ func rfc3339Shape(s string) bool {
 	return false
 }
 
-// FormatFence formats t in UTC as "2006-01-02T15:04:05Z" with 0, 3, 6 or 9
+// formatFence formats t in UTC as "2006-01-02T15:04:05Z" with 0, 3, 6 or 9
 // fraction digits, the fewest that represent t's nanoseconds exactly. The
 // result is RFC 3339 only when t's UTC year is within 0000..9999.
-func FormatFence(t time.Time) string {
+func formatFence(t time.Time) string {
 	return formatUTC(t) + "Z"
 }
 
-// FormatEntry formats t like FormatFence but with a "+00:00" offset, the form
+// formatEntry formats t like formatFence but with a "+00:00" offset, the form
 // the reference queue writes for enqueued_at, assigned_at and held_at.
-func FormatEntry(t time.Time) string {
+func formatEntry(t time.Time) string {
 	return formatUTC(t) + "+00:00"
 }
 
@@ -135,7 +135,7 @@ func parseTimestampJSON(data []byte) (time.Time, error) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return time.Time{}, invalidf("timestamp must be an RFC 3339 string: %s", trimJSONPrefix(err))
 	}
-	t, err := ParseRFC3339(s)
+	t, err := parseRFC3339(s)
 	if err != nil {
 		return time.Time{}, invalidf("invalid timestamp: %v", err)
 	}
@@ -168,28 +168,28 @@ func describeJSON(data []byte) string {
 }
 
 // MarshalJSON writes t as an RFC 3339 string in UTC with a "Z" and 0, 3, 6 or
-// 9 fraction digits (see FormatFence). It fails when t's UTC year is outside
+// 9 fraction digits (see formatFence). It fails when t's UTC year is outside
 // 0000..9999.
 func (t Timestamp) MarshalJSON() ([]byte, error) {
 	if err := formattable(t.Time); err != nil {
 		return nil, err
 	}
-	return []byte(`"` + FormatFence(t.Time) + `"`), nil
+	return []byte(`"` + formatFence(t.Time) + `"`), nil
 }
 
-// UnmarshalJSON reads an RFC 3339 string with any offset (see ParseRFC3339)
+// UnmarshalJSON reads an RFC 3339 string with any offset (see parseRFC3339)
 // and stores the instant in UTC. It rejects non-strings, invalid date-times
 // and instants whose UTC year is outside 0000..9999. JSON null leaves t
 // unchanged, like encoding/json does for other types.
 func (t *Timestamp) UnmarshalJSON(data []byte) error { return unmarshalTime(data, &t.Time) }
 
 // MarshalJSON writes t like Timestamp.MarshalJSON but with a "+00:00" offset
-// (see FormatEntry).
+// (see formatEntry).
 func (t EntryTime) MarshalJSON() ([]byte, error) {
 	if err := formattable(t.Time); err != nil {
 		return nil, err
 	}
-	return []byte(`"` + FormatEntry(t.Time) + `"`), nil
+	return []byte(`"` + formatEntry(t.Time) + `"`), nil
 }
 
 // UnmarshalJSON reads any RFC 3339 string, exactly as Timestamp.UnmarshalJSON

@@ -28,10 +28,10 @@ func TestFormatFractionDigits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tm := base.Add(time.Duration(tc.ns))
-		if got := FormatFence(tm); got != tc.fence {
+		if got := formatFence(tm); got != tc.fence {
 			t.Errorf("FormatFence(+%dns) = %s, want %s", tc.ns, got, tc.fence)
 		}
-		if got := FormatEntry(tm); got != tc.entry {
+		if got := formatEntry(tm); got != tc.entry {
 			t.Errorf("FormatEntry(+%dns) = %s, want %s", tc.ns, got, tc.entry)
 		}
 	}
@@ -39,10 +39,10 @@ func TestFormatFractionDigits(t *testing.T) {
 
 func TestFormatConvertsToUTC(t *testing.T) {
 	tm := time.Date(2026, 10, 1, 14, 30, 5, 0, time.FixedZone("", 2*3600))
-	if got, want := FormatFence(tm), "2026-10-01T12:30:05Z"; got != want {
+	if got, want := formatFence(tm), "2026-10-01T12:30:05Z"; got != want {
 		t.Errorf("FormatFence = %s, want %s", got, want)
 	}
-	if got, want := FormatEntry(tm), "2026-10-01T12:30:05+00:00"; got != want {
+	if got, want := formatEntry(tm), "2026-10-01T12:30:05+00:00"; got != want {
 		t.Errorf("FormatEntry = %s, want %s", got, want)
 	}
 }
@@ -209,7 +209,7 @@ func TestParseRFC3339(t *testing.T) {
 		{"", time.Time{}, false},
 	}
 	for _, tc := range tests {
-		got, err := ParseRFC3339(tc.in)
+		got, err := parseRFC3339(tc.in)
 		if tc.ok != (err == nil) {
 			t.Errorf("ParseRFC3339(%q) error = %v, want ok=%v", tc.in, err, tc.ok)
 			continue

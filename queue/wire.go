@@ -110,10 +110,9 @@ type FencedEntry struct {
 
 // Block reasons of a v2 lease (QueueLeaseBlock.reason).
 const (
-	BlockSubjectGenerationActive    = "subject_generation_active"
-	BlockRepositoryRefCollision     = "repository_ref_collision"
-	BlockMissingExecutionIdentity   = "missing_execution_identity"
-	BlockExpiredLeaseRecoveryNeeded = "expired_lease_recovery_required"
+	BlockSubjectGenerationActive  = "subject_generation_active"
+	BlockRepositoryRefCollision   = "repository_ref_collision"
+	BlockMissingExecutionIdentity = "missing_execution_identity"
 )
 
 // LeaseBlock reports a candidate a v2 lease skipped, and why.

@@ -21,7 +21,7 @@ import (
 //
 // Under load much of a delivery's database cost is not its rows but its
 // transaction and statements: BEGIN, COMMIT and its WAL flush, each
-// statement's start-up (the 14 check constraints of work_items are read
+// statement's start-up (the check constraints of work_items are read
 // and prepared anew for every statement), and the round trips, on both
 // sides of the connection. Deliveries that arrive while others are being
 // committed join the next group instead, up to HandlerConfig.GroupSize, at
@@ -253,9 +253,9 @@ func (h *Handler) recordGroup(ctx context.Context, tx pgx.Tx, g []*member) (bool
 		} else {
 			rows.Now = p.Now
 			rows.DeliveryIds, rows.Events = append(rows.DeliveryIds, p.DeliveryID), append(rows.Events, p.Event)
-			rows.Actions, rows.Senders = append(rows.Actions, deref(p.Action)), append(rows.Senders, deref(p.Sender))
-			rows.InstallationIds, rows.RepositoryIds = append(rows.InstallationIds, deref(p.InstallationID)), append(rows.RepositoryIds, deref(p.RepositoryID))
-			rows.Repositories, rows.SecretIndexes = append(rows.Repositories, deref(p.Repository)), append(rows.SecretIndexes, p.SecretIndex)
+			rows.Actions, rows.Senders = append(rows.Actions, dbq.Deref(p.Action)), append(rows.Senders, dbq.Deref(p.Sender))
+			rows.InstallationIds, rows.RepositoryIds = append(rows.InstallationIds, dbq.Deref(p.InstallationID)), append(rows.RepositoryIds, dbq.Deref(p.RepositoryID))
+			rows.Repositories, rows.SecretIndexes = append(rows.Repositories, dbq.Deref(p.Repository)), append(rows.SecretIndexes, p.SecretIndex)
 			rows.BodySha256s, rows.EntryIds = append(rows.BodySha256s, p.BodySha256), append(rows.EntryIds, *p.EntryID)
 			rows.QualifiedIds, rows.Generations = append(rows.QualifiedIds, *p.QualifiedID), append(rows.Generations, *p.Generation)
 		}

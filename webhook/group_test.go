@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/webhook"
 )
 
@@ -121,8 +122,8 @@ func testGroupCommit(t *testing.T, slots int) {
 			continue
 		}
 		sum := sha256.Sum256(rqs[i].body)
-		got := fmt.Sprint(d.Event, deref(d.Action), deref(d.InstallationID), deref(d.RepositoryID), deref(d.Repository),
-			deref(d.Sender), d.SecretIndex, d.BodySha256, d.Outcome, d.Reason, deref(d.QualifiedID), deref(d.Generation))
+		got := fmt.Sprint(d.Event, dbq.Deref(d.Action), dbq.Deref(d.InstallationID), dbq.Deref(d.RepositoryID), dbq.Deref(d.Repository),
+			dbq.Deref(d.Sender), d.SecretIndex, d.BodySha256, d.Outcome, d.Reason, dbq.Deref(d.QualifiedID), dbq.Deref(d.Generation))
 		want := fmt.Sprint("issues", "opened", installID, repoID, repoName, "octocat", 0, hex.EncodeToString(sum[:]),
 			"enqueued", (*string)(nil), a.QualifiedID, 1)
 		if got != want {

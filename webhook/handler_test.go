@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"
 )
@@ -256,18 +257,18 @@ func TestHandlerEvents(t *testing.T) {
 			case "-":
 				wantSender = ""
 			}
-			if d.Event != eventOf(tc.fixture) || deref(d.Action) != wantAction || deref(d.Sender) != wantSender ||
-				d.SecretIndex != 0 || d.Attempts != 1 || d.Outcome != string(tc.outcome) || deref(d.Reason) != resp.Reason {
+			if d.Event != eventOf(tc.fixture) || dbq.Deref(d.Action) != wantAction || dbq.Deref(d.Sender) != wantSender ||
+				d.SecretIndex != 0 || d.Attempts != 1 || d.Outcome != string(tc.outcome) || dbq.Deref(d.Reason) != resp.Reason {
 				t.Errorf("delivery row event=%s action=%s sender=%s secret=%d attempts=%d outcome=%s reason=%q; want %s %s %s 0 1 %s %q",
-					d.Event, deref(d.Action), deref(d.Sender), d.SecretIndex, d.Attempts, d.Outcome, deref(d.Reason),
+					d.Event, dbq.Deref(d.Action), dbq.Deref(d.Sender), d.SecretIndex, d.Attempts, d.Outcome, dbq.Deref(d.Reason),
 					eventOf(tc.fixture), wantAction, wantSender, tc.outcome, resp.Reason)
 			}
 			if tc.noRepoFact {
 				if d.RepositoryID != nil || d.Repository != nil || d.InstallationID != nil {
 					t.Errorf("ping row has repository %v/%v installation %v", d.RepositoryID, d.Repository, d.InstallationID)
 				}
-			} else if deref(d.RepositoryID) != repoID || deref(d.Repository) != repoName || deref(d.InstallationID) != installID {
-				t.Errorf("delivery row repository %d %s installation %d", deref(d.RepositoryID), deref(d.Repository), deref(d.InstallationID))
+			} else if dbq.Deref(d.RepositoryID) != repoID || dbq.Deref(d.Repository) != repoName || dbq.Deref(d.InstallationID) != installID {
+				t.Errorf("delivery row repository %d %s installation %d", dbq.Deref(d.RepositoryID), dbq.Deref(d.Repository), dbq.Deref(d.InstallationID))
 			}
 			if len(d.BodySha256) != 64 || d.ReceivedAt.IsZero() || !d.ReceivedAt.Equal(d.LastReceivedAt) {
 				t.Errorf("delivery row hash %q received %v last %v", d.BodySha256, d.ReceivedAt, d.LastReceivedAt)
@@ -280,8 +281,8 @@ func TestHandlerEvents(t *testing.T) {
 				return
 			}
 			checkItem(t, e, resp, id, *tc.item)
-			if d.EntryID == nil || d.EntryID.String() != resp.EntryID || deref(d.QualifiedID) != tc.item.qualifiedID || deref(d.Generation) != 1 {
-				t.Errorf("delivery row entry %v %v %v, want %s %s 1", d.EntryID, deref(d.QualifiedID), deref(d.Generation), resp.EntryID, tc.item.qualifiedID)
+			if d.EntryID == nil || d.EntryID.String() != resp.EntryID || dbq.Deref(d.QualifiedID) != tc.item.qualifiedID || dbq.Deref(d.Generation) != 1 {
+				t.Errorf("delivery row entry %v %v %v, want %s %s 1", d.EntryID, dbq.Deref(d.QualifiedID), dbq.Deref(d.Generation), resp.EntryID, tc.item.qualifiedID)
 			}
 		})
 	}
@@ -340,7 +341,7 @@ func TestCollisions(t *testing.T) {
 			t.Fatalf("answer %d %+v, want subject_collision naming %s", status, resp, first.EntryID)
 		}
 		d := e.delivery(t, "d-reopened")
-		if d.Outcome != "subject_collision" || d.EntryID.String() != first.EntryID || deref(d.Generation) != 1 {
+		if d.Outcome != "subject_collision" || d.EntryID.String() != first.EntryID || dbq.Deref(d.Generation) != 1 {
 			t.Errorf("row %s %v %v", d.Outcome, d.EntryID, d.Generation)
 		}
 		if n := e.count(t, "work_items"); n != 1 {
@@ -443,8 +444,8 @@ func TestCloseCancels(t *testing.T) {
 			if it := e.item(t, opened.EntryID); it.Status() != tc.wantStatus {
 				t.Errorf("item status %s, want %s", it.Status(), tc.wantStatus)
 			}
-			if d := e.delivery(t, "close"); d.Outcome != "cancelled" || d.EntryID.String() != opened.EntryID || deref(d.Action) != "closed" {
-				t.Errorf("close row %s %v %v", d.Outcome, d.EntryID, deref(d.Action))
+			if d := e.delivery(t, "close"); d.Outcome != "cancelled" || d.EntryID.String() != opened.EntryID || dbq.Deref(d.Action) != "closed" {
+				t.Errorf("close row %s %v %v", d.Outcome, d.EntryID, dbq.Deref(d.Action))
 			}
 			// A second close finds nothing pending or held left.
 			if tc.wantStatus == queue.StatusCancelled {

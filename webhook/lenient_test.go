@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/webhook"
 )
 
@@ -47,7 +48,7 @@ func TestLenientParsing(t *testing.T) {
 				t.Fatalf("answer %d %+v, want %d %s", status, resp, tc.status, tc.outcome)
 			}
 			d := env.delivery(t, id)
-			if d.Outcome != string(tc.outcome) || deref(d.Repository) != repoName || deref(d.Sender) != "octocat" {
+			if d.Outcome != string(tc.outcome) || dbq.Deref(d.Repository) != repoName || dbq.Deref(d.Sender) != "octocat" {
 				t.Fatalf("delivery row %+v", d)
 			}
 			if tc.title == "" {

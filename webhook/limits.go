@@ -1,11 +1,9 @@
 package webhook
 
 import (
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,31 +16,6 @@ import (
 // DefaultMaxInflightBody is HandlerConfig.MaxInflightBody's default, 64 MiB:
 // two largest deliveries at once, and many ordinary ones.
 const DefaultMaxInflightBody = 64 << 20
-
-// ErrSignatureMalformed is returned by ParseSignature when the
-// X-Hub-Signature-256 value is not "sha256=" followed by 64 hex digits.
-var ErrSignatureMalformed = errors.New("malformed " + SignatureHeader + " signature: want sha256=<64 hex digits>")
-
-// ParseSignature decodes an X-Hub-Signature-256 value, "sha256=<64 hex>",
-// into the 32 bytes of the HMAC it carries. It reads only the header, so
-// the intake can refuse a delivery that could never verify before reading
-// its body. It returns ErrSignatureMissing for an empty value and
-// ErrSignatureMalformed for anything else that is not of that form
-// (another algorithm, a wrong length, a non-hex digit, spaces).
-func ParseSignature(v string) ([]byte, error) {
-	if v == "" {
-		return nil, ErrSignatureMissing
-	}
-	digits, ok := strings.CutPrefix(v, signaturePrefix)
-	if !ok || len(digits) != 2*32 {
-		return nil, ErrSignatureMalformed
-	}
-	mac, err := hex.DecodeString(digits)
-	if err != nil {
-		return nil, ErrSignatureMalformed
-	}
-	return mac, nil
-}
 
 // bodyBudget bounds the webhook body bytes all requests hold together,
 // counted as they arrive, never as Content-Length claims them: a client

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-github/v66/github"
 
+	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 )
 
@@ -504,7 +505,7 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 		Event:        d.event,
 		Action:       d.action(),
 		DeliveryID:   d.deliveryID,
-		Sender:       deref(d.facts.Sender),
+		Sender:       dbq.Deref(d.facts.Sender),
 		HeadInFork:   p.headInFork,
 	}
 	if d.facts.InstallationID != nil {
@@ -548,13 +549,4 @@ func (m *Mapper) enqueue(d delivery, p subjectParams) (Decision, error) {
 			},
 		},
 	}, nil
-}
-
-// deref is *p, or T's zero value for nil.
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
 }

@@ -171,7 +171,7 @@ func redelivery(row dbq.DeliveryRecordRow, a arrival) Result {
 	if row.EntryID != nil {
 		res.EntryID = row.EntryID.String()
 	}
-	res.QualifiedID = deref(row.QualifiedID)
+	res.QualifiedID = dbq.Deref(row.QualifiedID)
 	if row.Generation != nil {
 		g := uint64(*row.Generation)
 		res.Generation = &g

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 )
 
@@ -184,7 +185,7 @@ func (h *Handler) rerunEnqueue(ctx context.Context, tx pgx.Tx, d Decision, deliv
 	if err := json.Unmarshal(dispatch.Subject.Metadata, &md); err != nil {
 		return ign.ignore("entry %s has no subject metadata", entryID), nil
 	}
-	md["event"], md["action"], md["delivery_id"], md["sender"] = event, "rerequested", deliveryID, deref(d.Facts.Sender)
+	md["event"], md["action"], md["delivery_id"], md["sender"] = event, "rerequested", deliveryID, dbq.Deref(d.Facts.Sender)
 	if meta.Kind == KindPullRequest {
 		head := rr.PullRequestHeads[meta.Number]
 		if head == "" {

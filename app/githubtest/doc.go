@@ -55,7 +55,9 @@
 // installation's token, or the App JWT) across all routes. A call of that
 // credential that arrives while the scope holds is a violation, as GitHub
 // escalates such calls to a ban; calls that arrive within InFlightGrace of
-// the answer were already in flight and are excused. EarlyCalls counts them.
+// the answer were already in flight and are excused. EarlyCalls counts them;
+// EndRateLimits closes the scopes for a test that stands for a client that
+// waited.
 //
 // Everything a test may want to assert is available as snapshots: Requests,
 // Count, Refs, Branch, Commits, PullRequests, CheckRuns, Violations. All

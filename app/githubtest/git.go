@@ -375,8 +375,6 @@ func (s *Server) handleUpdateRef(c *call) response {
 
 // ---- commits and trees ----
 
-var hexSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
-
 func (s *Server) commitJSON(r *repo, cm *commitObj) map[string]any {
 	parents := make([]any, 0, len(cm.parents))
 	for _, p := range cm.parents {

@@ -680,6 +680,7 @@ func TestFaultsSurfaceInGoGitHub(t *testing.T) {
 		if len(s.CheckRuns(full)) != 0 {
 			t.Fatal("a rate-limited request created a check run")
 		}
+		s.EndRateLimits() // the later cases stand for a client that waited 7 s
 	})
 
 	t.Run("primary rate limit", func(t *testing.T) {
@@ -693,6 +694,7 @@ func TestFaultsSurfaceInGoGitHub(t *testing.T) {
 		}
 		// n = 1: the next request (a new client, go-github would otherwise
 		// wait for the reset itself) passes.
+		s.EndRateLimits() // it stands for a client that waited for the reset
 		c2, _ := installationClient(t, s, instID)
 		if _, _, err := c2.Repositories.Get(ctx, owner, name); err != nil {
 			t.Fatalf("after primary limit: %v", err)
@@ -756,6 +758,7 @@ func TestFaultsSurfaceInGoGitHub(t *testing.T) {
 			case errors.As(err, &ae):
 				failed++
 				c, _ = installationClient(t, s, instID) // go-github would wait Retry-After itself
+				s.EndRateLimits()                       // and so does the new client
 			case errorStatus(err) >= 500:
 				failed++
 			default:

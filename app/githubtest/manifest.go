@@ -50,14 +50,6 @@ var eventPermission = map[string]string{
 	"meta": "", "repository": "metadata", "status": "statuses", "workflow_run": "actions",
 }
 
-// AddManifestCode registers a one-time code, as GitHub issues one when a
-// user creates an App from a manifest, converting into an App named
-// "gitlease-<code>". It returns what the conversion will answer.
-func (s *Server) AddManifestCode(code string) ManifestApp {
-	s.tb.Helper()
-	return s.AddManifestCodeFor(code, []byte(`{"name":"gitlease-`+code+`","url":"https://gitlease.example"}`))
-}
-
 // AddManifestCodeFor registers a one-time code for manifest (the JSON a
 // setup page posts to GitHub). The manifest is checked the way GitHub checks
 // it when the user submits it (url required, hook_attributes.url required

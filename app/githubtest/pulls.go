@@ -243,22 +243,3 @@ func (s *Server) AddPullRequest(repoName, head, base, title, body string, draft 
 	r.pulls = append(r.pulls, p)
 	return s.pullSnapshot(r, p)
 }
-
-// ClosePullRequest closes pull request number of repo, as a person would.
-func (s *Server) ClosePullRequest(repoName string, number int) {
-	s.tb.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.mustRepo(repoName)
-	if r == nil {
-		return
-	}
-	for _, p := range r.pulls {
-		if p.number == number {
-			r.liveHead(p)
-			p.state, p.closedAt, p.updatedAt = "closed", time.Now().UTC(), time.Now().UTC()
-			return
-		}
-	}
-	s.tb.Fatalf("githubtest: ClosePullRequest: no pull request #%d in %s", number, repoName)
-}

@@ -1,7 +1,6 @@
 package githubtest
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -75,6 +74,16 @@ func (s *Server) recordScope(identity, fault string, res response, now time.Time
 	s.scopes.byIdentity[identity] = sc
 }
 
+// EndRateLimits closes every rate-limit scope the fake opened, as if each
+// limit had reset: for a test whose next call stands for a client that
+// waited as it was told, without the test waiting. Calls already counted by
+// EarlyCalls stay counted.
+func (s *Server) EndRateLimits() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scopes.byIdentity = nil
+}
+
 // EarlyCalls returns how many calls started while their credential was
 // rate-limited (each is also a violation): a client that keeps GitHub's
 // limits makes none.
@@ -82,17 +91,4 @@ func (s *Server) EarlyCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.scopes.early
-}
-
-// RateScope reports the deadline of the last rate limit answered to the
-// installation (0: the App JWT), and whether there was one.
-func (s *Server) RateScope(installationID int64) (time.Time, bool) {
-	identity := "app:" + strconv.FormatInt(s.AppID, 10)
-	if installationID != 0 {
-		identity = fmt.Sprintf("installation:%d", installationID)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sc, ok := s.scopes.byIdentity[identity]
-	return sc.deadline, ok
 }

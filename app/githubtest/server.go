@@ -97,10 +97,6 @@ func Lenient() Option { return func(c *config) { c.lenient = true } }
 // serves them (fast-forward unless force) and only counted.
 func ForbidRefUpdates() Option { return func(c *config) { c.forbidRefUpdates = true } }
 
-// WithTokenTTL sets how long installation access tokens live (GitHub: one
-// hour). ghinstallation refreshes a token a minute before it expires.
-func WithTokenTTL(d time.Duration) Option { return func(c *config) { c.tokenTTL = d } }
-
 // WithRateLimit sets the primary rate limit of each identity (installation,
 // App JWT, anonymous) per window (GitHub: 5000 per hour for an installation).
 // A request beyond it is answered 403 with x-ratelimit-remaining: 0 until

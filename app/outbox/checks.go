@@ -59,7 +59,7 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 	owner, repo, _ := strings.Cut(m.Repository, "/")
 	entry := w.EntryID()
 	anns := toGitHub(row.ID, u.Annotations)
-	headSHA := deref(g.HeadSha) // an issue item's branch head
+	headSHA := dbq.Deref(g.HeadSha) // an issue item's branch head
 	if headSHA == "" {
 		headSHA = m.HeadSHA // a pull request's head, as delivered
 	}
@@ -69,8 +69,8 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 	u.Title, u.Summary, u.Text = fitTitle(u.Title), fitText(u.Summary), fitText(u.Text)
 	r := s.gh.Retries()
 
-	runID := derefInt(g.CheckRunID)
-	shown := shownOutput{title: orDefault(deref(g.CheckTitle), "gitlease"), summary: orDefault(deref(g.CheckSummary), "gitlease is tracking this work.")}
+	runID := dbq.Deref(g.CheckRunID)
+	shown := shownOutput{title: orDefault(dbq.Deref(g.CheckTitle), "gitlease"), summary: orDefault(dbq.Deref(g.CheckSummary), "gitlease is tracking this work.")}
 	if runID != 0 && row.Attempts > 1 && len(anns) > 0 {
 		// An earlier attempt may have written some of them.
 		if anns, err = withoutWritten(ctx, r, c, owner, repo, runID, anns); err != nil {

@@ -56,7 +56,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	}
 	gen, qid, status, res := holder.Generation(), holder.QualifiedID(), holder.Status(), holder.Reservation()
 	details := map[string]any{
-		"delivery_id": r.DeliveryID, "event": r.Event, "action": deref(r.Decision.Facts.Action),
+		"delivery_id": r.DeliveryID, "event": r.Event, "action": dbq.Deref(r.Decision.Facts.Action),
 		"qualified_id": qid, "generation": gen, "entry_id": r.EntryID, "status": status,
 	}
 	if res != nil {
@@ -93,7 +93,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 	// A pull request event on a commit that is not the holder's gets a check
 	// run of its own, so its author sees why nothing runs there.
 	event, ok := eventMeta(r)
-	holderSHA := deref(held.HeadSha)
+	holderSHA := dbq.Deref(held.HeadSha)
 	if holderSHA == "" {
 		holderSHA = hm.HeadSHA
 	}
@@ -124,7 +124,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 }
 
 func eventAction(r webhook.Result) string {
-	if a := deref(r.Decision.Facts.Action); a != "" {
+	if a := dbq.Deref(r.Decision.Facts.Action); a != "" {
 		return r.Event + "." + a
 	}
 	return r.Event

@@ -58,7 +58,7 @@ func (i *Items) CheckRunOf(ctx context.Context, tx pgx.Tx, entryID string) (int6
 	if err != nil {
 		return 0, err
 	}
-	return derefInt(g.CheckRunID), nil
+	return dbq.Deref(g.CheckRunID), nil
 }
 
 // DecorateView fills in v's Provisioning and CheckRunID, when known, so
@@ -72,14 +72,14 @@ func (i *Items) DecorateView(ctx context.Context, v *queue.View) error {
 	if err != nil {
 		return err
 	}
-	p := queue.Provisioning{Branch: deref(g.Branch), HeadSHA: deref(g.HeadSha), PullRequestURL: deref(g.PrUrl)}
+	p := queue.Provisioning{Branch: dbq.Deref(g.Branch), HeadSHA: dbq.Deref(g.HeadSha), PullRequestURL: dbq.Deref(g.PrUrl)}
 	if g.PrNumber != nil {
 		p.PullRequestNumber = int(*g.PrNumber)
 	}
 	if p != (queue.Provisioning{}) {
 		v.Provisioning = &p
 	}
-	v.CheckRunID = derefInt(g.CheckRunID)
+	v.CheckRunID = dbq.Deref(g.CheckRunID)
 	return nil
 }
 

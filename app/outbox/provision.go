@@ -327,7 +327,7 @@ func (s *Sender) provision(ctx context.Context, row dbq.Outbox, at *attempt) err
 	}
 	prog := &itemProgress{s: s, entry: w.ID(), at: at}
 	got, err := provisioner{Retries: s.gh.Retries(), progress: prog, att: at}.Provision(ctx, c, spec,
-		resume{StartCommitSHA: deref(t.g.StartCommitSha), BranchSHA: deref(t.g.BranchSha)})
+		resume{StartCommitSHA: dbq.Deref(t.g.StartCommitSha), BranchSHA: dbq.Deref(t.g.BranchSha)})
 	if err != nil {
 		return err
 	}
@@ -367,18 +367,4 @@ func (p *itemProgress) Branch(ctx context.Context, sha string) error {
 		return fmt.Errorf("record the branch: %w", err)
 	}
 	return nil
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-func derefInt(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }

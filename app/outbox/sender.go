@@ -197,13 +197,13 @@ func (s *Sender) settle(ctx context.Context, row dbq.Outbox, at *attempt, err er
 		dbErr = s.q.OutboxDone(sctx, s.pool, dbq.OutboxDoneParams{ID: row.ID, Now: now, LastAnswer: answer})
 	} else if retryAt, permanent := s.retryAt(row, at.made, err, now); permanent {
 		log.ErrorContext(ctx, "GitHub write failed permanently", "err", err)
-		dbErr = s.q.OutboxFail(sctx, s.pool, dbq.OutboxFailParams{ID: row.ID, Now: now, LastError: ptr(err.Error()), LastAnswer: answer})
+		dbErr = s.q.OutboxFail(sctx, s.pool, dbq.OutboxFailParams{ID: row.ID, Now: now, LastError: new(err.Error()), LastAnswer: answer})
 	} else if at.made {
 		log.WarnContext(ctx, "GitHub write will be resumed", "err", err, "retry_at", retryAt)
-		dbErr = s.q.OutboxRetryAfterProgress(sctx, s.pool, dbq.OutboxRetryAfterProgressParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error()), LastAnswer: answer})
+		dbErr = s.q.OutboxRetryAfterProgress(sctx, s.pool, dbq.OutboxRetryAfterProgressParams{ID: row.ID, AvailableAt: retryAt, LastError: new(err.Error()), LastAnswer: answer})
 	} else {
 		log.WarnContext(ctx, "GitHub write will be retried", "err", err, "retry_at", retryAt)
-		dbErr = s.q.OutboxRetry(sctx, s.pool, dbq.OutboxRetryParams{ID: row.ID, AvailableAt: retryAt, LastError: ptr(err.Error()), LastAnswer: answer})
+		dbErr = s.q.OutboxRetry(sctx, s.pool, dbq.OutboxRetryParams{ID: row.ID, AvailableAt: retryAt, LastError: new(err.Error()), LastAnswer: answer})
 	}
 	if dbErr != nil {
 		log.ErrorContext(ctx, "could not settle outbox row; its claim will expire", "err", dbErr)
@@ -242,8 +242,6 @@ func rowBackoff(n int, maxBackoff time.Duration) time.Duration {
 	}
 	return min(d, maxBackoff)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // target is what a row's write is about: the work item, what GitHub holds
 // for it, where it lives on GitHub and the client to reach it.

@@ -359,7 +359,7 @@ func (r *Reconciler) decide(ctx context.Context, client *gh.Client, f *Finding, 
 	switch {
 	case st != nil && (st.Result == ResultUnrecoverable || st.Result == ResultGitHubRefused):
 		f.Outcome = st.Result
-		f.Detail = deref(st.Detail)
+		f.Detail = dbq.Deref(st.Detail)
 		return nil
 	case rejectedAsBadInput(f.StatusCode) && !opts.IncludeRejected:
 		f.Outcome = ResultRejectedSkipped
@@ -519,11 +519,4 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }

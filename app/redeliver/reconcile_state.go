@@ -35,8 +35,8 @@ func RecentRedeliveries(ctx context.Context, db dbq.DBTX, since time.Time, limit
 	out := make([]Redelivery, len(rows))
 	for i, r := range rows {
 		out[i] = Redelivery{
-			GUID: r.Guid, Event: r.Event, Action: deref(r.Action), Requests: int(r.Requests), Result: r.Result,
-			Detail: deref(r.Detail), LastAttemptID: r.LastAttemptID, LastStatusCode: int(r.LastStatusCode),
+			GUID: r.Guid, Event: r.Event, Action: dbq.Deref(r.Action), Requests: int(r.Requests), Result: r.Result,
+			Detail: dbq.Deref(r.Detail), LastAttemptID: r.LastAttemptID, LastStatusCode: int(r.LastStatusCode),
 			FirstSeenAt: r.FirstSeenAt, UpdatedAt: r.UpdatedAt,
 		}
 	}

@@ -68,12 +68,12 @@ func seedDemo(t *testing.T, f *fixture) string {
 		t.Fatalf("outbox: %d rows, %v", len(rows), err)
 	}
 	if err := f.q.OutboxFail(ctx, f.pool, dbq.OutboxFailParams{ID: rows[0].ID, Now: f.clk.Now(),
-		LastError:  ptr("POST https://api.github.com/repos/acme/widgets/check-runs: 422 Validation Failed [{Resource:CheckRun Field:head_sha Code:invalid}]"),
-		LastAnswer: ptr("422 POST /repos/acme/widgets/check-runs: Validation Failed (head_sha invalid)")}); err != nil {
+		LastError:  new("POST https://api.github.com/repos/acme/widgets/check-runs: 422 Validation Failed [{Resource:CheckRun Field:head_sha Code:invalid}]"),
+		LastAnswer: new("422 POST /repos/acme/widgets/check-runs: Validation Failed (head_sha invalid)")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.q.OutboxDone(ctx, f.pool, dbq.OutboxDoneParams{ID: rows[1].ID, Now: f.clk.Now(),
-		LastAnswer: ptr("201 created check run 4242 on 0000000000000000000000000000000000000069 (queued)")}); err != nil {
+		LastAnswer: new("201 created check run 4242 on 0000000000000000000000000000000000000069 (queued)")}); err != nil {
 		t.Fatal(err)
 	}
 	return ids[5]

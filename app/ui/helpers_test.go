@@ -108,7 +108,7 @@ func (f *fixture) deliver(id, event, outcome, entry string) {
 	ctx := context.Background()
 	repo, action := "acme/widgets", "opened"
 	if _, err := f.q.DeliveryRecord(ctx, f.pool, dbq.DeliveryRecordParams{DeliveryID: id, Event: event, Action: &action,
-		Repository: &repo, Sender: ptr("octocat"), SecretIndex: 1, BodySha256: "x", Now: f.clk.Now(), Outcome: "received"}); err != nil {
+		Repository: &repo, Sender: new("octocat"), SecretIndex: 1, BodySha256: "x", Now: f.clk.Now(), Outcome: "received"}); err != nil {
 		f.t.Fatal(err)
 	}
 	p := dbq.DeliverySetOutcomeParams{DeliveryID: id, Outcome: outcome}
@@ -118,14 +118,12 @@ func (f *fixture) deliver(id, event, outcome, entry string) {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		p.EntryID, p.QualifiedID, p.Generation = &e, ptr(it.QualifiedID()), ptr(int64(it.Generation()))
+		p.EntryID, p.QualifiedID, p.Generation = &e, new(it.QualifiedID()), new(int64(it.Generation()))
 	}
 	if err := f.q.DeliverySetOutcome(ctx, f.pool, p); err != nil {
 		f.t.Fatal(err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // browser is an HTTP client with its own cookies that does not follow redirects.
 type browser struct {

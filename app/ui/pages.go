@@ -168,9 +168,9 @@ type itemRow struct {
 
 // rowOf builds a list row from an item and what GitHub holds for it.
 func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, now time.Time) itemRow {
-	r := itemRow{EntryID: w.ID.String(), QualifiedID: deref(w.CanonicalID), Status: w.Status,
-		Generation: deref(w.SubjectGeneration), EnqueuedAt: w.EnqueuedAt, AssignedAt: w.AssignedAt,
-		HeldAt: w.HeldAt, FinishedAt: w.FinishedAt, LeaseOwner: deref(w.LeaseOwner)}
+	r := itemRow{EntryID: w.ID.String(), QualifiedID: dbq.Deref(w.CanonicalID), Status: w.Status,
+		Generation: dbq.Deref(w.SubjectGeneration), EnqueuedAt: w.EnqueuedAt, AssignedAt: w.AssignedAt,
+		HeldAt: w.HeldAt, FinishedAt: w.FinishedAt, LeaseOwner: dbq.Deref(w.LeaseOwner)}
 	r.Kind, _, _ = queue.SplitQualifiedID(r.QualifiedID)
 	if r.QualifiedID == "" {
 		r.Subject = w.SubjectID
@@ -185,7 +185,7 @@ func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, now 
 		r.Subject = r.QualifiedID
 	}
 	if w.Repository != nil {
-		r.Reservation = *w.Repository + " " + deref(w.BaseRef) + " ← " + deref(w.HeadRef)
+		r.Reservation = *w.Repository + " " + dbq.Deref(w.BaseRef) + " ← " + dbq.Deref(w.HeadRef)
 	}
 	if w.Status == queue.StatusAssigned {
 		r.LeaseExpires = w.LeaseExpiresAt
@@ -194,7 +194,7 @@ func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, now 
 	if prNumber != nil {
 		r.PRNumber = *prNumber
 	}
-	r.PRURL = safeURL(deref(prURL))
+	r.PRURL = safeURL(dbq.Deref(prURL))
 	return r
 }
 

@@ -209,13 +209,5 @@ func (u *UI) readItem(ctx context.Context, id uuid.UUID) (itemData, error) {
 	return d, nil
 }
 
-// deref is *p, or the zero value for nil.
-func deref[T any](p *T) (v T) {
-	if p != nil {
-		v = *p
-	}
-	return v
-}
-
 func itoa(n int) string     { return strconv.Itoa(n) }
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -327,7 +327,7 @@ func TestActionsWriteTheAuditLog(t *testing.T) {
 	log := f.audit(id)
 	var got []string
 	for _, a := range log {
-		got = append(got, a.Method+":"+a.FromStatus+">"+a.ToStatus+":"+deref(a.Reason))
+		got = append(got, a.Method+":"+a.FromStatus+">"+a.ToStatus+":"+dbq.Deref(a.Reason))
 	}
 	want := []string{
 		"operator/hold:pending>held:dashboard admin session",
@@ -422,12 +422,12 @@ func TestRetryFailedGitHubWrite(t *testing.T) {
 	f := newFixture(t, adminConfig())
 	id := f.enqueue("github_pull_request", "acme/widgets", 4)
 	ctx := context.Background()
-	writes, err := f.q.UIOutboxOfEntry(ctx, f.pool, ptr(uuid.MustParse(id)))
+	writes, err := f.q.UIOutboxOfEntry(ctx, f.pool, new(uuid.MustParse(id)))
 	if err != nil || len(writes) != 1 {
 		t.Fatalf("writes: %v %v", writes, err)
 	}
 	w := writes[0]
-	if err := f.q.OutboxFail(ctx, f.pool, dbq.OutboxFailParams{ID: w.ID, Now: f.clk.Now(), LastError: ptr("422 Unprocessable Entity: head_sha is not a commit")}); err != nil {
+	if err := f.q.OutboxFail(ctx, f.pool, dbq.OutboxFailParams{ID: w.ID, Now: f.clk.Now(), LastError: new("422 Unprocessable Entity: head_sha is not a commit")}); err != nil {
 		t.Fatal(err)
 	}
 	b := f.signIn(adminToken)
@@ -443,7 +443,7 @@ func TestRetryFailedGitHubWrite(t *testing.T) {
 	if r := b.post(path, url.Values{"csrf": {csrf}, "back": {"item"}}); r.code != http.StatusSeeOther || r.location != "/ui/items/"+id+"?done=retry" {
 		t.Fatalf("retry = %d to %q", r.code, r.location)
 	}
-	after, _ := f.q.UIOutboxOfEntry(ctx, f.pool, ptr(uuid.MustParse(id)))
+	after, _ := f.q.UIOutboxOfEntry(ctx, f.pool, new(uuid.MustParse(id)))
 	if after[0].Status != "pending" || after[0].FinishedAt != nil {
 		t.Errorf("after retry: %+v", after[0])
 	}
@@ -451,7 +451,7 @@ func TestRetryFailedGitHubWrite(t *testing.T) {
 		t.Errorf("retry of a pending write = %d, want 409", r.code)
 	}
 	log := f.audit(id)
-	if len(log) != 1 || log[0].Method != "operator/retry_github_write" || !strings.HasPrefix(deref(log[0].Reason), "dashboard admin session") {
+	if len(log) != 1 || log[0].Method != "operator/retry_github_write" || !strings.HasPrefix(dbq.Deref(log[0].Reason), "dashboard admin session") {
 		t.Errorf("audit = %+v", log)
 	}
 }
@@ -465,20 +465,20 @@ func TestGitHubWritesShowGitHubsAnswers(t *testing.T) {
 	sent, refused := f.enqueue("github_pull_request", "acme/widgets", 5), f.enqueue("github_pull_request", "acme/widgets", 6)
 	row := func(id string) dbq.UIOutboxOfEntryRow {
 		t.Helper()
-		writes, err := f.q.UIOutboxOfEntry(ctx, f.pool, ptr(uuid.MustParse(id)))
+		writes, err := f.q.UIOutboxOfEntry(ctx, f.pool, new(uuid.MustParse(id)))
 		if err != nil || len(writes) != 1 {
 			t.Fatalf("writes of %s: %v %v", id, writes, err)
 		}
 		return writes[0]
 	}
 	created := "201 created check run 123 on 0123abc (queued)"
-	if err := f.q.OutboxDone(ctx, f.pool, dbq.OutboxDoneParams{ID: row(sent).ID, Now: f.clk.Now(), LastAnswer: ptr(created)}); err != nil {
+	if err := f.q.OutboxDone(ctx, f.pool, dbq.OutboxDoneParams{ID: row(sent).ID, Now: f.clk.Now(), LastAnswer: new(created)}); err != nil {
 		t.Fatal(err)
 	}
 	refusal := "422 POST /repos/acme/widgets/check-runs: No commit found for SHA: 0123abc"
 	if err := f.q.OutboxFail(ctx, f.pool, dbq.OutboxFailParams{ID: row(refused).ID, Now: f.clk.Now(),
-		LastError:  ptr("create check run: POST https://api.github.com/repos/acme/widgets/check-runs: 422 No commit found for SHA: 0123abc []"),
-		LastAnswer: ptr(refusal)}); err != nil {
+		LastError:  new("create check run: POST https://api.github.com/repos/acme/widgets/check-runs: 422 No commit found for SHA: 0123abc []"),
+		LastAnswer: new(refusal)}); err != nil {
 		t.Fatal(err)
 	}
 	b := f.signIn(viewToken)

@@ -8,12 +8,10 @@ import (
 	"github.com/gitlease/gitlease/app/service"
 )
 
-// Notifier wakes idle workers in every process when items become pending:
-// it sends NOTIFY gitlease_work (service.Notifier), coalescing signals,
-// outside the enqueue transactions. Its Signal is queue.Config.OnPending.
-type Notifier = service.Notifier
-
-// NewNotifier returns a Notifier sending NOTIFY gitlease_work on pool.
-func NewNotifier(pool *pgxpool.Pool, logger *slog.Logger) *Notifier {
+// NewNotifier returns the notifier that wakes idle workers in every process
+// when items become pending: it sends NOTIFY gitlease_work on pool,
+// coalescing signals, outside the enqueue transactions. Its Signal is
+// queue.Config.OnPending.
+func NewNotifier(pool *pgxpool.Pool, logger *slog.Logger) *service.Notifier {
 	return service.NewNotifier(pool, NotifyChannel, logger)
 }

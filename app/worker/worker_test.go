@@ -788,4 +788,3 @@ test "$GITLEASE_ENTRY_ID" != '`+bad+`'
 		t.Errorf("GitHub violations: %+v", v)
 	}
 }
-func ptr[T any](v T) *T { return &v }

@@ -1,5 +1,5 @@
 // Command gitlease-load measures gitlease's webhook intake under load and
-// checks afterwards that nothing was lost or doubled (issue 6).
+// checks afterwards that nothing was lost or doubled.
 //
 // It sends signed, realistic GitHub deliveries (issues and pull requests
 // opened, about 20 KB each, over many subjects, plus a share of

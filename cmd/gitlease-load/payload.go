@@ -211,9 +211,6 @@ func (g *generator) repoID(i int) int64 { return g.repoBase + int64(i) }
 // repoName is the name (without owner) of repository index i.
 func (g *generator) repoName(i int) string { return "load-" + g.run + "-" + strconv.Itoa(i) }
 
-// fullName is "octocat/<name>" of repository index i.
-func (g *generator) fullName(i int) string { return "octocat/" + g.repoName(i) }
-
 // headSHA is a pull request's head commit at revision rev: a stable
 // 40-hex-digit name derived from the run, repository, number and rev.
 func (g *generator) headSHA(d delivery, rev int) string {
@@ -225,9 +222,6 @@ func (g *generator) headSHA(d delivery, rev int) string {
 // request the tool makes up; the pull request number follows, so no two
 // share a reservation.
 const headRefPrefix = "gitlease-load/pr-"
-
-// headRef is the head branch (without refs/heads/) of pull request number.
-func headRef(number int) string { return headRefPrefix + strconv.Itoa(number) }
 
 // makeTemplate turns k's fixture into a compact template: the number,
 // repository and head commit become placeholders, the pull request gets a

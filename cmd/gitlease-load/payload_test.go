@@ -180,3 +180,10 @@ func TestSignedRequest(t *testing.T) {
 		}
 	}
 }
+
+// fullName is "octocat/<name>" of repository index i, as the fixtures name
+// a repository.
+func (g *generator) fullName(i int) string { return "octocat/" + g.repoName(i) }
+
+// headRef is the head branch (without refs/heads/) of pull request number.
+func headRef(number int) string { return headRefPrefix + strconv.Itoa(number) }

@@ -28,7 +28,7 @@ func TestManifestFlag(t *testing.T) {
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("manifest is not JSON: %v", err)
 		}
-		raw, err := os.ReadFile("../../../shared/protocol/examples/manifest.json")
+		raw, err := os.ReadFile("../../testdata/protocol/examples/manifest.json")
 		if err != nil {
 			t.Fatal(err)
 		}

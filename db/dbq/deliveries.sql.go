@@ -12,35 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const deliveryGet = `-- name: DeliveryGet :one
-SELECT delivery_id, event, action, installation_id, repository_id, repository, sender, secret_index, body_sha256, received_at, last_received_at, attempts, outcome, reason, entry_id, qualified_id, generation FROM deliveries WHERE delivery_id = $1
-`
-
-func (q *Queries) DeliveryGet(ctx context.Context, db DBTX, deliveryID string) (Delivery, error) {
-	row := db.QueryRow(ctx, deliveryGet, deliveryID)
-	var i Delivery
-	err := row.Scan(
-		&i.DeliveryID,
-		&i.Event,
-		&i.Action,
-		&i.InstallationID,
-		&i.RepositoryID,
-		&i.Repository,
-		&i.Sender,
-		&i.SecretIndex,
-		&i.BodySha256,
-		&i.ReceivedAt,
-		&i.LastReceivedAt,
-		&i.Attempts,
-		&i.Outcome,
-		&i.Reason,
-		&i.EntryID,
-		&i.QualifiedID,
-		&i.Generation,
-	)
-	return i, err
-}
-
 const deliveryInsertFirst = `-- name: DeliveryInsertFirst :exec
 INSERT INTO deliveries (
     delivery_id, event, action, installation_id, repository_id, repository, sender,

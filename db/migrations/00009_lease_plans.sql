@@ -1,6 +1,6 @@
 -- +goose Up
 -- Only the indexes the queries need, and a lease scan whose plan does not
--- depend on statistics (docs/BENCHMARKS.md, "Leasing as the backlog grows").
+-- depend on statistics (docs/benchmarks-history.md, "Leasing as the backlog grows").
 -- Every statement is safe to run again after an interruption.
 
 -- work_items_live_canonical held the same entries as the unique

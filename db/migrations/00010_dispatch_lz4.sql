@@ -1,6 +1,6 @@
 -- +goose Up
 -- New dispatches are compressed with lz4 instead of pglz
--- (docs/BENCHMARKS.md, "Ingest at the durable floor"): a pull request's
+-- (docs/benchmarks-history.md, "Ingest at the durable floor"): a pull request's
 -- ~12 KB dispatch is TOAST-compressed on every enqueue, and pglz spent about
 -- 90 µs of the database's CPU on it where lz4 spends a fraction of that
 -- (the value is about 30% larger: 6.4 KB instead of 4.9 KB). Existing values

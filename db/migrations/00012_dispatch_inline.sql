@@ -1,7 +1,7 @@
 -- +goose Up
 -- A work item's compressed dispatch stays in its row up to a row of about
 -- 8 KB instead of being moved to the TOAST table past 2 KB
--- (docs/BENCHMARKS.md, "Fourth round"). A pull request's ~12 KB dispatch
+-- (docs/benchmarks-history.md, "Fourth round"). A pull request's ~12 KB dispatch
 -- compresses to about 7 KB: stored out of line it cost every enqueue four
 -- TOAST rows and their index entries (about 12% of the database's CPU per
 -- webhook delivery), and every read of the dispatch (a lease, the

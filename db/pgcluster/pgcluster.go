@@ -223,9 +223,6 @@ func (c *Cluster) usePostgresUser() error {
 	return nil
 }
 
-// BinDir is the directory of the PostgreSQL programs the cluster uses.
-func (c *Cluster) BinDir() string { return c.cfg.BinDir }
-
 // DataDir is the cluster's data directory, as an absolute path.
 func (c *Cluster) DataDir() string { return c.cfg.DataDir }
 
@@ -352,7 +349,7 @@ func (c *Cluster) Start(ctx context.Context, port int) error {
 	}
 	var err error
 	for range startAttempts {
-		if port, err = FreePort(); err != nil {
+		if port, err = freePort(); err != nil {
 			return fmt.Errorf("choose a port for postgres: %w", err)
 		}
 		if err = c.startOn(ctx, port); err == nil || !errors.Is(err, errPortTaken) {

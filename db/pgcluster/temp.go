@@ -90,9 +90,9 @@ func (c *Cluster) Remove(ctx context.Context) error {
 	return err
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that nothing listened on a
+// freePort returns a TCP port on 127.0.0.1 that nothing listened on a
 // moment ago; something else may take it before the caller binds it.
-func FreePort() (int, error) {
+func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)

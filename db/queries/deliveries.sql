@@ -54,9 +54,6 @@ SET outcome = @outcome, reason = sqlc.narg('reason'), entry_id = sqlc.narg('entr
     qualified_id = sqlc.narg('qualified_id'), generation = sqlc.narg('generation')
 WHERE delivery_id = @delivery_id;
 
--- name: DeliveryGet :one
-SELECT * FROM deliveries WHERE delivery_id = @delivery_id;
-
 -- name: DeliveryPrune :execrows
 -- Deletes deliveries older than the retention age, a bounded batch at a time.
 DELETE FROM deliveries

@@ -43,7 +43,7 @@ func syntaxErrorf(format string, args ...any) error {
 //   - numbers as serde_json's parser types them: a literal without fraction
 //     or exponent that fits u64, or is negative and fits i64, is an integer
 //     and written verbatim; "-0" and every other literal become an f64 and
-//     are written in ryu's shortest form (see FormatFloat).
+//     are written in ryu's shortest form (see formatFloat).
 //
 // The f64 value of a literal is the one serde_json computes without its
 // float_roundtrip feature (see parseF64). That is the correctly rounded
@@ -249,7 +249,7 @@ func canonicalNumber(lit string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return FormatFloat(f), nil
+	return formatFloat(f), nil
 }
 
 // integerLiteral reports whether serde_json types lit as an integer (u64, or
@@ -492,7 +492,7 @@ func pow10(n int) float64 {
 // The digits come from strconv's shortest formatting, which picks the same
 // digits as Ryū: the shortest that round-trip, closest to f when several
 // are that short.
-func FormatFloat(f float64) string {
+func formatFloat(f float64) string {
 	if f == 0 {
 		if math.Signbit(f) {
 			return "-0.0"

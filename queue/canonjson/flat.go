@@ -10,8 +10,8 @@ import (
 
 // canonicalFlat is Canonical for the common shape, an object of strings,
 // numbers, booleans and nulls without a repeated name (a queue item's
-// metadata), read in one pass of the single-pass decoder: the general path's
-// encoding/json decode into a map cost more than hashing the whole request.
+// metadata), read in one pass of the single-pass decoder, without the
+// general path's encoding/json decode into a map.
 // It reports false for anything else, valid or not, which the general path
 // then answers. FuzzCanonicalFlat holds the two equal.
 func canonicalFlat(v []byte) ([]byte, bool) {

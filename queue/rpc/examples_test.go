@@ -19,12 +19,13 @@ import (
 	"github.com/gitlease/gitlease/queue/rpc"
 )
 
-// The protocol examples under ../shared/protocol/examples/ form one scenario
+// The protocol examples under testdata/protocol/examples/ (the wire
+// reference is docs/protocol/queue-v2.md) form one scenario
 // (entries A, B and C flowing enqueue → lease → renew → recover → completion).
 // These tests replay every exchange, on the queue's clock as each file says,
 // over both transports, and compare every response field by field.
 
-const examplesDir = "../../../shared/protocol/examples"
+const examplesDir = "../../testdata/protocol/examples"
 
 type exchange struct {
 	At       string          `json:"at"`
@@ -43,7 +44,7 @@ func loadExamples(t *testing.T, name string) []exchange {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(examplesDir, name))
 	if err != nil {
-		t.Fatalf("read example %s: %v (the examples live in shared/protocol beside the checkout)", name, err)
+		t.Fatalf("read example %s: %v", name, err)
 	}
 	var f exampleFile
 	if err := json.Unmarshal(b, &f); err != nil {

@@ -119,12 +119,6 @@ func NewHandler(store *queue.Store, version string, logger *slog.Logger) *Handle
 	return h
 }
 
-// IsQueueMethod reports whether method is served by Call.
-func (h *Handler) IsQueueMethod(method string) bool {
-	_, ok := h.methods[method]
-	return ok
-}
-
 // Call runs one queue method. The result is ready to encode; a failure is
 // always an *Error (storage failures are logged and reported as -32603).
 func (h *Handler) Call(ctx context.Context, method string, params json.RawMessage) (any, *Error) {

@@ -16,8 +16,8 @@ import (
 	"github.com/gitlease/gitlease/webhook"
 )
 
-// Fixture reads testdata/payloads/<name> from the repository root.
-func Fixture(t testing.TB, name string) []byte {
+// readFixture reads testdata/payloads/<name> from the repository root.
+func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "testdata", "payloads", name))
@@ -32,7 +32,7 @@ func Fixture(t testing.TB, name string) []byte {
 func Deliver(t testing.TB, h http.Handler, secret, event, id, fixture string, fn func(m map[string]any)) webhook.Response {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(Fixture(t, fixture), &m); err != nil {
+	if err := json.Unmarshal(readFixture(t, fixture), &m); err != nil {
 		t.Fatal(err)
 	}
 	if fn != nil {

@@ -102,3 +102,28 @@ func TestNewMapperRejectsBadPrefix(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSignature: the header parser never panics, accepts exactly
+// "sha256=" and 64 hex digits, and gives back the bytes those digits name.
+func FuzzParseSignature(f *testing.F) {
+	for _, s := range []string{"", "sha256=", "sha256=" + strings.Repeat("ab", 32), "sha1=00", "sha256=" + strings.Repeat("Z", 64),
+		webhook.Sign([]byte("k"), []byte("body")), " sha256=" + strings.Repeat("0", 64)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		mac, err := webhook.ParseSignature(v)
+		hexDigits := strings.TrimPrefix(v, "sha256=")
+		wellFormed := strings.HasPrefix(v, "sha256=") && len(hexDigits) == 64 &&
+			strings.Trim(hexDigits, "0123456789abcdefABCDEF") == ""
+		switch {
+		case wellFormed && err != nil:
+			t.Fatalf("ParseSignature(%q) = %v, want it accepted", v, err)
+		case !wellFormed && err == nil:
+			t.Fatalf("ParseSignature(%q) accepted a malformed value", v)
+		case err != nil && !errors.Is(err, webhook.ErrSignatureMissing) && !errors.Is(err, webhook.ErrSignatureMalformed):
+			t.Fatalf("ParseSignature(%q) = %v, want a sentinel error", v, err)
+		case err == nil && len(mac) != 32:
+			t.Fatalf("ParseSignature(%q) gave %d bytes, want 32", v, len(mac))
+		}
+	})
+}

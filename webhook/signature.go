@@ -1,7 +1,3 @@
-// Package webhook is gitlease's front door: it verifies GitHub deliveries,
-// decodes them, maps events to queue decisions (Mapper) and, in Handler,
-// records each verified delivery and acts on it in one Postgres transaction
-// before it answers.
 package webhook
 
 import (
@@ -9,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 
 	"github.com/google/go-github/v66/github"
 )
@@ -26,6 +23,31 @@ var ErrSignatureMissing = errors.New("missing " + SignatureHeader + " signature"
 // ErrSignatureMismatch is returned by Verifier.Verify when the signature is
 // malformed or no configured secret produces it.
 var ErrSignatureMismatch = errors.New(SignatureHeader + " does not match any configured webhook secret")
+
+// ErrSignatureMalformed is returned by ParseSignature when the
+// X-Hub-Signature-256 value is not "sha256=" followed by 64 hex digits.
+var ErrSignatureMalformed = errors.New("malformed " + SignatureHeader + " signature: want sha256=<64 hex digits>")
+
+// ParseSignature decodes an X-Hub-Signature-256 value, "sha256=<64 hex>",
+// into the 32 bytes of the HMAC it carries. It reads only the header, so
+// the intake can refuse a delivery that could never verify before reading
+// its body. It returns ErrSignatureMissing for an empty value and
+// ErrSignatureMalformed for anything else that is not of that form
+// (another algorithm, a wrong length, a non-hex digit, spaces).
+func ParseSignature(v string) ([]byte, error) {
+	if v == "" {
+		return nil, ErrSignatureMissing
+	}
+	digits, ok := strings.CutPrefix(v, signaturePrefix)
+	if !ok || len(digits) != 2*32 {
+		return nil, ErrSignatureMalformed
+	}
+	mac, err := hex.DecodeString(digits)
+	if err != nil {
+		return nil, ErrSignatureMalformed
+	}
+	return mac, nil
+}
 
 // Verifier checks GitHub's HMAC-SHA256 delivery signatures against one or
 // more secrets, so a secret can be rotated without dropping deliveries. It is
