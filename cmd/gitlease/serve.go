@@ -135,9 +135,9 @@ func deferredMigrations(pool *pgxpool.Pool, logger *slog.Logger) service.Member 
 }
 
 // serveGCPercent is serve's garbage-collection target unless GOGC is set:
-// the intake allocates tens of KiB per delivery and keeps little, so at
-// Go's default of 100 the collector took a tenth of serve's CPU; at 200 it
-// takes about half that, for a few MiB more of heap (docs/BENCHMARKS.md).
+// the intake allocates tens of KiB per delivery and keeps little, so a
+// higher target trades a few MiB of heap for less collector CPU
+// (docs/benchmarks-history.md has the measurement).
 const serveGCPercent = 200
 
 func runServe(ctx context.Context, args []string, stderr io.Writer, logger *slog.Logger) error {
