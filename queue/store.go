@@ -29,6 +29,11 @@ const DefaultLeaseTTL = 30 * time.Minute
 type Config struct {
 	// LeaseTTL is how long a lease lives without renewal (GITLEASE_LEASE_TTL).
 	LeaseTTL time.Duration
+	// MaxAssignedPerInstallation caps the items of one GitHub installation
+	// assigned at once, over every worker and instance
+	// (GITLEASE_MAX_ASSIGNED_PER_INSTALLATION); 0 = no cap. Items over /rpc
+	// and stdio are not capped.
+	MaxAssignedPerInstallation int
 	// Now is the queue's clock; time.Now when nil. Every timestamp the queue
 	// writes or compares comes from it, so tests can replay a fixed timeline.
 	Now func() time.Time

@@ -497,62 +497,6 @@ func TestLeaseReportsExcludeBlocks(t *testing.T) {
 	}
 }
 
-func TestLeaseScanUsesTheIndex(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	_, pool, _ := newStore(t)
-	// 20,000 pending items, statistics gathered: the planner must still read
-	// the partial index on (position) under a Limit, so a lease touches a
-	// bounded number of rows whatever the queue size.
-	fillPending(t, pool, 20000)
-	if _, err := pool.Exec(ctx, "ANALYZE work_items"); err != nil {
-		t.Fatal(err)
-	}
-	if p := explain(t, pool, `SELECT * FROM work_items
-		WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= now())
-		ORDER BY position LIMIT 50 FOR UPDATE SKIP LOCKED`); !strings.Contains(p, "Limit") || !strings.Contains(p, "Index Scan using work_items_pending_position") {
-		t.Fatalf("lease scan plan does not read work_items_pending_position under a Limit:\n%s", p)
-	}
-}
-
-// TestLeaseScanPlanWithoutStatistics: right after a bulk enqueue, before any
-// ANALYZE, the planner thinks the pending set is tiny and, left alone, reads
-// all of it with a bitmap scan and sorts it. The lease scan function runs
-// with the settings in its definition (migration 00009), under which the
-// plan walks work_items_pending_position under a Limit.
-func TestLeaseScanPlanWithoutStatistics(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	_, pool, _ := newStore(t)
-	fillPending(t, pool, 20000)
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	// Apply the function's own SET clauses to this transaction.
-	if _, err := tx.Exec(ctx, `SELECT set_config(split_part(c, '=', 1), split_part(c, '=', 2), true)
-		FROM pg_proc, unnest(proconfig) AS c WHERE proname = 'work_item_lease_candidates'`); err != nil {
-		t.Fatal(err)
-	}
-	if p := explain(t, tx, `SELECT * FROM work_items
-		WHERE status = 'pending' AND (run_at_time IS NULL OR run_at_time <= now()) AND position > -1
-		ORDER BY position LIMIT 5 FOR UPDATE SKIP LOCKED`); !strings.Contains(p, "Limit") || !strings.Contains(p, "Index Scan using work_items_pending_position") || strings.Contains(p, "Sort") {
-		t.Fatalf("lease scan plan without statistics does not walk work_items_pending_position:\n%s", p)
-	}
-}
-
-// fillPending inserts n pending v2 items straight in SQL.
-func fillPending(t *testing.T, db dbq.DBTX, n int) {
-	t.Helper()
-	_, err := db.Exec(context.Background(), `INSERT INTO work_items (id, status, is_v2, subject_id, canonical_id, subject_generation, dispatch, enqueued_at)
-		SELECT gen_random_uuid(), 'pending', true, 'github_issue:1#' || g, 'github_issue:1#' || g, 1, '{}', now()
-		FROM generate_series(1, $1::int) g`, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // explain returns the plan of query on db.
 func explain(t *testing.T, db dbq.DBTX, query string) string {
 	t.Helper()

@@ -44,6 +44,13 @@ type GithubItem struct {
 	CheckSummary          *string
 }
 
+type LeaseInstallation struct {
+	InstallationID int64
+	Served         int64
+	Idle           bool
+	PausedUntil    *time.Time
+}
+
 type Outbox struct {
 	ID               int64
 	Lane             string
@@ -131,6 +138,7 @@ type WorkItem struct {
 	CancelRequestedAt  *time.Time
 	ResultNote         *string
 	Source             string
+	InstallationID     int64
 }
 
 type WorkItemAudit struct {

@@ -62,7 +62,7 @@ WHERE status IN ('pending', 'held')
   AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
   AND (cardinality($3::text[]) = 0
        OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemCancelInstallationParams struct {
@@ -115,6 +115,7 @@ func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg W
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -131,7 +132,7 @@ UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status IN ('pending', 'held')
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemCancelSubjectParams struct {
@@ -182,6 +183,7 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -200,7 +202,7 @@ WHERE w.id = $4 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemCompleteParams struct {
@@ -268,6 +270,7 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -300,7 +303,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemDropParams struct {
@@ -343,6 +346,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -350,7 +354,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 const workItemDropWaiting = `-- name: WorkItemDropWaiting :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemDropWaitingParams struct {
@@ -394,6 +398,7 @@ func (q *Queries) WorkItemDropWaiting(ctx context.Context, db DBTX, arg WorkItem
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -411,12 +416,12 @@ WITH swept AS (
     )
     RETURNING id
 )
-(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source FROM work_items w WHERE w.id IN (SELECT id FROM swept))
+(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id FROM work_items w WHERE w.id IN (SELECT id FROM swept))
 UNION ALL
-(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source FROM work_items k
+(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source, k.installation_id FROM work_items k
  WHERE $2::text <> '' AND k.idempotency_key = $2::text)
 UNION ALL
-(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source FROM work_items s
+(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source, s.installation_id FROM work_items s
  WHERE s.canonical_id = $3::text
    AND s.status IN ('pending', 'assigned', 'held')
    AND ((s.subject_generation IS NOT NULL) OR (s.subject_generation IS NULL AND s.status IN ('pending', 'held')))
@@ -424,7 +429,7 @@ UNION ALL
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
 UNION ALL
-(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source FROM work_items r
+(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source, r.installation_id FROM work_items r
  WHERE $4::text <> ''
    AND r.collision_key = lower(btrim($5::text)) || E'\n' || $4::text
    AND r.status IN ('pending', 'assigned', 'held')
@@ -500,6 +505,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 			&i.WorkItem.CancelRequestedAt,
 			&i.WorkItem.ResultNote,
 			&i.WorkItem.Source,
+			&i.WorkItem.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -512,7 +518,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 }
 
 const workItemExpiredLeases = `-- name: WorkItemExpiredLeases :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
 WHERE status = 'assigned' AND lease_expires_at <= $1::timestamptz
   AND lease_generation > 0 AND starts_with(lease_owner, $2::text)
 ORDER BY lease_expires_at
@@ -568,6 +574,7 @@ func (q *Queries) WorkItemExpiredLeases(ctx context.Context, db DBTX, arg WorkIt
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -586,7 +593,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -651,12 +658,13 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -697,12 +705,13 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -740,12 +749,13 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -783,6 +793,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -790,7 +801,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -834,6 +845,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -841,7 +853,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemHoldParams struct {
@@ -884,6 +896,7 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -899,7 +912,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemInsertParams struct {
@@ -975,6 +988,7 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -1198,74 +1212,17 @@ func (q *Queries) WorkItemInsertNextGenerations(ctx context.Context, db DBTX, ar
 	return items, nil
 }
 
-const workItemLeaseCandidates = `-- name: WorkItemLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_item_lease_candidates($1::timestamptz, $2::bigint, $3::integer)
-`
-
-type WorkItemLeaseCandidatesParams struct {
-	Now   time.Time
-	After int64
-	Scan  int32
-}
-
-// The next due pending entries in queue order after position @after. SKIP
-// LOCKED keeps concurrent leasers from waiting on each other or seeing the
-// same row; a lease asks for only as many as it can still hand out, so it
-// locks no more rows than it needs. The function (migration 00009) keeps the
-// plan on the pending index whatever the statistics say.
-func (q *Queries) WorkItemLeaseCandidates(ctx context.Context, db DBTX, arg WorkItemLeaseCandidatesParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemLeaseCandidates, arg.Now, arg.After, arg.Scan)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []WorkItem
-	for rows.Next() {
-		var i WorkItem
-		if err := rows.Scan(
-			&i.ID,
-			&i.Position,
-			&i.Status,
-			&i.IsV2,
-			&i.SubjectID,
-			&i.CanonicalID,
-			&i.SubjectGeneration,
-			&i.TaskID,
-			&i.Dispatch,
-			&i.EnqueuedAt,
-			&i.RunAt,
-			&i.RunAtTime,
-			&i.ExpireAfterSecs,
-			&i.ExpiresAfter,
-			&i.IdempotencyKey,
-			&i.RequestHash,
-			&i.Repository,
-			&i.BaseRef,
-			&i.HeadRef,
-			&i.CollisionKey,
-			&i.WorkflowID,
-			&i.WorkflowGeneration,
-			&i.LeaseOwner,
-			&i.LeaseGeneration,
-			&i.LeaseExpiresAt,
-			&i.AssignedAt,
-			&i.HeldAt,
-			&i.FinishedAt,
-			&i.CancelRequestedAt,
-			&i.ResultNote,
-			&i.Source,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const workItemLeaseMany = `-- name: WorkItemLeaseMany :many
+WITH served AS (
+    UPDATE lease_installations l SET served = s.ticket * 8 + u.turn
+    FROM (SELECT nextval('lease_installations_served') AS ticket) s,
+         unnest($6::bigint[]) WITH ORDINALITY AS u(installation_id, turn)
+    WHERE l.installation_id = u.installation_id
+      AND l.installation_id IN (
+          SELECT installation_id FROM lease_installations
+          WHERE installation_id = ANY ($6::bigint[])
+          FOR UPDATE SKIP LOCKED)
+)
 UPDATE work_items w
 SET status = 'assigned',
     workflow_id = u.workflow_id,
@@ -1277,18 +1234,22 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id
 `
 
 type WorkItemLeaseManyParams struct {
-	OwnerID     string
-	ExpiresAt   time.Time
-	Now         time.Time
-	Ids         []uuid.UUID
-	WorkflowIds []string
+	OwnerID         string
+	ExpiresAt       time.Time
+	Now             time.Time
+	Ids             []uuid.UUID
+	WorkflowIds     []string
+	InstallationIds []int64
 }
 
 // Hands out the locked candidates: one lease generation up, a new expiry.
+// Their installations (@installation_ids, in turn order) are marked served
+// now, later turns later; one another lease is marking (its row lock) is
+// left to it, so concurrent leases never wait here.
 func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLeaseManyParams) ([]WorkItem, error) {
 	rows, err := db.Query(ctx, workItemLeaseMany,
 		arg.OwnerID,
@@ -1296,6 +1257,7 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 		arg.Now,
 		arg.Ids,
 		arg.WorkflowIds,
+		arg.InstallationIds,
 	)
 	if err != nil {
 		return nil, err
@@ -1336,6 +1298,7 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -1352,7 +1315,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -1402,6 +1365,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -1409,7 +1373,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -1453,12 +1417,13 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -1514,6 +1479,7 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -1529,7 +1495,7 @@ const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1567,12 +1533,13 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id 
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1626,6 +1593,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -1638,7 +1606,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND ((subject_generation IS NOT NULL) OR (subject_generation IS NULL AND status IN ('pending', 'held')))
@@ -1685,6 +1653,7 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -1741,7 +1710,7 @@ SET status = 'pending', assigned_at = NULL,
     workflow_id = CASE WHEN lease_generation = 0 THEN NULL ELSE workflow_id END,
     lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
 WHERE id = $1 AND status = 'assigned' AND lease_expires_at <= $2::timestamptz
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemReclaimExpiredParams struct {
@@ -1788,6 +1757,7 @@ func (q *Queries) WorkItemReclaimExpired(ctx context.Context, db DBTX, arg WorkI
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -1801,7 +1771,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemRecoverParams struct {
@@ -1869,6 +1839,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -1876,7 +1847,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1914,6 +1885,7 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -1925,7 +1897,7 @@ WHERE w.id = $1 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $2, $3, $4,
         $5, $6, $7,
         $8, $9, $10)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemReleasePendingParams struct {
@@ -1987,6 +1959,7 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -1999,7 +1972,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemRenewParams struct {
@@ -2065,6 +2038,7 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.CancelRequestedAt,
 		&i.ResultNote,
 		&i.Source,
+		&i.InstallationID,
 	)
 	return i, err
 }
@@ -2074,7 +2048,7 @@ UPDATE work_items
 SET cancel_requested_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemRequestCancelParams struct {
@@ -2124,6 +2098,7 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -2142,7 +2117,7 @@ WHERE status = 'assigned' AND cancel_requested_at IS NULL
   AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
   AND (cardinality($3::text[]) = 0
        OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 type WorkItemRequestCancelInstallationParams struct {
@@ -2194,6 +2169,7 @@ func (q *Queries) WorkItemRequestCancelInstallation(ctx context.Context, db DBTX
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}
@@ -2260,7 +2236,7 @@ WHERE id IN (
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
 `
 
 // Drops pending entries whose run_at + expire_after_secs has passed, a
@@ -2308,6 +2284,7 @@ func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Ti
 			&i.CancelRequestedAt,
 			&i.ResultNote,
 			&i.Source,
+			&i.InstallationID,
 		); err != nil {
 			return nil, err
 		}

@@ -51,14 +51,6 @@ INSERT INTO work_items (
 )
 RETURNING *;
 
--- name: WorkItemLeaseCandidates :many
--- The next due pending entries in queue order after position @after. SKIP
--- LOCKED keeps concurrent leasers from waiting on each other or seeing the
--- same row; a lease asks for only as many as it can still hand out, so it
--- locks no more rows than it needs. The function (migration 00009) keeps the
--- plan on the pending index whatever the statistics say.
-SELECT * FROM work_item_lease_candidates(@now::timestamptz, @after::bigint, @scan::integer);
-
 -- name: WorkItemGrantIdentity :one
 -- Gives a legacy entry v2 identity when the v2 lease reaches it.
 UPDATE work_items SET subject_generation = @subject_generation, subject_id = canonical_id
@@ -67,6 +59,19 @@ RETURNING *;
 
 -- name: WorkItemLeaseMany :many
 -- Hands out the locked candidates: one lease generation up, a new expiry.
+-- Their installations (@installation_ids, in turn order) are marked served
+-- now, later turns later; one another lease is marking (its row lock) is
+-- left to it, so concurrent leases never wait here.
+WITH served AS (
+    UPDATE lease_installations l SET served = s.ticket * 8 + u.turn
+    FROM (SELECT nextval('lease_installations_served') AS ticket) s,
+         unnest(@installation_ids::bigint[]) WITH ORDINALITY AS u(installation_id, turn)
+    WHERE l.installation_id = u.installation_id
+      AND l.installation_id IN (
+          SELECT installation_id FROM lease_installations
+          WHERE installation_id = ANY (@installation_ids::bigint[])
+          FOR UPDATE SKIP LOCKED)
+)
 UPDATE work_items w
 SET status = 'assigned',
     workflow_id = u.workflow_id,
