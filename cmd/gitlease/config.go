@@ -86,6 +86,12 @@ type config struct {
 	// GitHubWritesPerSec paces each GitHub credential's writes after a
 	// burst of 5; 0 leaves them unpaced.
 	GitHubWritesPerSec float64
+	// GitHubContentPerHour paces each installation's content-creating
+	// requests in a sliding hour (and 80 a minute); 0 leaves them unpaced.
+	GitHubContentPerHour int
+	// MaxAssignedPerInstallation caps one installation's assigned items
+	// over every worker and instance; 0 = no cap.
+	MaxAssignedPerInstallation int
 	// DeliveryRetention is how long webhook delivery records are kept.
 	DeliveryRetention time.Duration
 	// RedeliverInterval is the time between redelivery scans (0: none);
@@ -128,6 +134,8 @@ var settings = []setting{
 	{env: "GITLEASE_ALLOWED_AUTHORS", flag: "allowed-authors", def: webhook.DefaultAllowedAuthors, help: "author associations that may start work (issues, pull requests, comment commands); any = everyone"},
 	{env: "GITLEASE_BRANCH_PREFIX", flag: "branch-prefix", def: "gitlease/", help: "prefix for branches gitlease creates"},
 	{env: "GITLEASE_GITHUB_WRITES_PER_SEC", flag: "github-writes-per-sec", def: "1", help: "GitHub writes per second per credential after a burst of 5 (0 = unpaced)"},
+	{env: "GITLEASE_GITHUB_CONTENT_PER_HOUR", flag: "github-content-per-hour", def: "500", help: "content-creating GitHub requests per installation in any hour, and at most 80 in any minute (0 = unpaced)"},
+	{env: "GITLEASE_MAX_ASSIGNED_PER_INSTALLATION", flag: "max-assigned-per-installation", def: "0", help: "most items of one GitHub installation assigned at once, over every worker and instance (0 = no cap)"},
 	{env: "GITLEASE_WORKER_SLOTS", flag: "worker-slots", def: "5", help: "built-in worker slots (0 disables it; 1..5)"},
 	{env: "GITLEASE_WORKER_EXEC", flag: "worker-exec", help: "shell command (sh -c) the built-in worker runs per leased item"},
 	{env: "GITLEASE_WORKER_USER", flag: "worker-user", help: "OS user worker commands run as (serve running as root)"},
@@ -262,6 +270,12 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	c.BranchPrefix = get("GITLEASE_BRANCH_PREFIX")
 	if c.GitHubWritesPerSec, err = strconv.ParseFloat(get("GITLEASE_GITHUB_WRITES_PER_SEC"), 64); err != nil || c.GitHubWritesPerSec < 0 || c.GitHubWritesPerSec > 1000 {
 		return c, &configError{Setting: "GITLEASE_GITHUB_WRITES_PER_SEC", Problem: fmt.Sprintf("%q is not a number from 0 to 1000", get("GITLEASE_GITHUB_WRITES_PER_SEC"))}
+	}
+	if c.GitHubContentPerHour, err = strconv.Atoi(get("GITLEASE_GITHUB_CONTENT_PER_HOUR")); err != nil || c.GitHubContentPerHour < 0 || c.GitHubContentPerHour > 1_000_000 {
+		return c, &configError{Setting: "GITLEASE_GITHUB_CONTENT_PER_HOUR", Problem: fmt.Sprintf("%q is not a whole number from 0 to 1000000", get("GITLEASE_GITHUB_CONTENT_PER_HOUR"))}
+	}
+	if c.MaxAssignedPerInstallation, err = strconv.Atoi(get("GITLEASE_MAX_ASSIGNED_PER_INSTALLATION")); err != nil || c.MaxAssignedPerInstallation < 0 || c.MaxAssignedPerInstallation > 1_000_000 {
+		return c, &configError{Setting: "GITLEASE_MAX_ASSIGNED_PER_INSTALLATION", Problem: fmt.Sprintf("%q is not a whole number from 0 to 1000000", get("GITLEASE_MAX_ASSIGNED_PER_INSTALLATION"))}
 	}
 	if c.WorkerSlots, err = strconv.Atoi(get("GITLEASE_WORKER_SLOTS")); err != nil || c.WorkerSlots < 0 || c.WorkerSlots > 5 {
 		return c, &configError{Setting: "GITLEASE_WORKER_SLOTS", Problem: fmt.Sprintf("%q is not a number from 0 to 5", get("GITLEASE_WORKER_SLOTS"))}

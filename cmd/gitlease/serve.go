@@ -175,7 +175,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger) // wakes every instance's sender
 	box := outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
 	items := outbox.NewItems(pool)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, MaxAssignedPerInstallation: cfg.MaxAssignedPerInstallation, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
 	// serve's services, started in this order once everything is built
 	// and stopped in the reverse order (docs/workers.md, "Shutdown").
 	var services service.Group
@@ -320,7 +320,7 @@ func runPlugin(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return err
 	}
 	defer notifier.Stop()
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, OnPending: notifier.Signal, Views: outbox.NewItems(pool)})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, MaxAssignedPerInstallation: cfg.MaxAssignedPerInstallation, OnPending: notifier.Signal, Views: outbox.NewItems(pool)})
 	session := rpc.NewStdioSession(rpc.NewHandler(store, version, logger), stdout)
 	return session.Serve(ctx, stdin)
 }
