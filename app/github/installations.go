@@ -35,6 +35,12 @@ type Config struct {
 	// WritesPerSec paces each credential's writes after a burst of 5
 	// (GITLEASE_GITHUB_WRITES_PER_SEC); 0 leaves them unpaced.
 	WritesPerSec float64
+	// ContentPerHour paces each installation's content-creating requests
+	// in a sliding hour, and 80 a minute (GITLEASE_GITHUB_CONTENT_PER_HOUR);
+	// 0 leaves them unpaced.
+	ContentPerHour int
+	// Budgets, if set, is told each installation's budget and limits.
+	Budgets BudgetRecorder
 	// Retries retries one call in place after a transient failure.
 	Retries Retries
 }
@@ -65,7 +71,7 @@ func NewInstallations(cfg Config) (*Installations, error) {
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
-	limits, err := newLimiter(cfg.Transport, cfg.WritesPerSec)
+	limits, err := newLimiter(cfg.Transport, cfg.WritesPerSec, cfg.ContentPerHour, cfg.Budgets)
 	if err != nil {
 		return nil, err
 	}

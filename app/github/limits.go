@@ -28,6 +28,14 @@ const secondaryDefault = time.Minute
 // outbox; long ones must not hold a claimed outbox row.
 const waitInPlace = 2 * time.Second
 
+// contentPerMinute is GitHub's documented limit of content-creating
+// requests a minute (REST docs, "secondary rate limits").
+const contentPerMinute = 80
+
+// budgetEvery is how often at most an installation's budget is recorded
+// while it is not limited: the dashboard's figure, not a control.
+const budgetEvery = 5 * time.Second
+
 // resetMargin is added to x-ratelimit-reset, a whole second on GitHub's
 // clock, so a call never starts early on a clock slightly ahead of it.
 const resetMargin = time.Second
@@ -39,7 +47,7 @@ const resetMargin = time.Second
 type LimitedError struct {
 	Credential string    // "app" or "installation:<id>"
 	Until      time.Time // no call with Credential starts before
-	Reason     string    // "primary" or "secondary"
+	Reason     string    // "primary", "secondary" or "content" (paced ahead of GitHub's content limits)
 }
 
 func (e *LimitedError) Error() string {
@@ -53,54 +61,130 @@ func (e *LimitedError) Error() string {
 // x-ratelimit-reset; after a secondary limit none starts before
 // Retry-After (a minute when absent); writes (POST, PATCH, PUT, DELETE) of
 // one credential run one at a time and, after a burst of 5, at most
-// writesPerSec a second. Each call is bounded by requestTimeout from the
-// moment it starts (time spent waiting for its turn does not count). It is
-// safe for concurrent use, and it must be the one instance all clients of
-// the process share.
+// writesPerSec a second; content-creating requests of one installation
+// (contentCreating) stay within 80 in any minute and contentPerHour in any
+// hour, sliding windows paced ahead of time, so GitHub's secondary limit is
+// never met. Each call is bounded by requestTimeout from the moment it
+// starts (time spent waiting for its turn does not count). With a
+// BudgetRecorder, each installation's budget as GitHub's headers say it,
+// and every limit, are recorded for every instance to see. It is safe for
+// concurrent use, and it must be the one instance all clients of the
+// process share.
 type limiter struct {
-	next         http.RoundTripper
-	writesPerSec float64
-	now          func() time.Time
+	next           http.RoundTripper
+	writesPerSec   float64
+	contentPerHour int
+	budgets        BudgetRecorder
+	now            func() time.Time
 
 	mu     sync.Mutex
 	byCred map[string]*credential
 }
 
+// Budget is what the limiter knows of one installation's GitHub budget:
+// what the last answer's x-ratelimit headers said (nil when it said
+// nothing), and until when no call with its credential starts, and why.
+type Budget struct {
+	InstallationID int64
+	Remaining      *int
+	Limit          *int
+	Reset          *time.Time
+	LimitedUntil   time.Time // zero: not limited
+	Reason         string    // of LimitedUntil: "primary", "secondary" or "content"
+	Observed       time.Time
+}
+
+// BudgetRecorder keeps installations' budgets where every instance sees
+// them (Budgets, over PostgreSQL). RecordBudget must not block for long: the
+// call that learned the budget waits for it.
+type BudgetRecorder interface {
+	RecordBudget(ctx context.Context, b Budget)
+}
+
 // credential is the limiter state of one credential.
 type credential struct {
-	writes chan struct{} // one slot: one write at a time
-	pace   *rate.Limiter // nil: writes unpaced
+	installation int64         // 0: the App's JWT (or anonymous)
+	writes       chan struct{} // one slot: one write at a time
+	pace         *rate.Limiter // nil: writes unpaced
+	// The content-creating requests' windows, used under the write slot;
+	// nil: unpaced (the App's JWT creates no content).
+	minute, hour *window
 
-	mu     sync.Mutex
-	until  time.Time // no call starts before
-	reason string
+	mu       sync.Mutex
+	until    time.Time // no call starts before
+	reason   string
+	recorded time.Time // when the budget was last recorded
 }
 
 // newLimiter returns the limiter over next (http.DefaultTransport when nil);
-// writesPerSec 0 leaves writes unpaced (rate-limit answers are honoured
-// whatever it is). It returns an error for a negative writesPerSec.
-func newLimiter(next http.RoundTripper, writesPerSec float64) (*limiter, error) {
+// writesPerSec 0 leaves writes unpaced, contentPerHour 0 content-creating
+// requests (rate-limit answers are honoured whatever they are); budgets,
+// when not nil, is told each installation's budget. It returns an error for
+// a negative writesPerSec or contentPerHour.
+func newLimiter(next http.RoundTripper, writesPerSec float64, contentPerHour int, budgets BudgetRecorder) (*limiter, error) {
 	if writesPerSec < 0 {
 		return nil, fmt.Errorf("GitHub writes per second %v is negative", writesPerSec)
+	}
+	if contentPerHour < 0 {
+		return nil, fmt.Errorf("GitHub content-creating requests per hour %d is negative", contentPerHour)
 	}
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	return &limiter{next: next, writesPerSec: writesPerSec, now: time.Now, byCred: map[string]*credential{}}, nil
+	return &limiter{next: next, writesPerSec: writesPerSec, contentPerHour: contentPerHour, budgets: budgets,
+		now: time.Now, byCred: map[string]*credential{}}, nil
 }
 
-func (l *limiter) credential(name string) *credential {
+func (l *limiter) credential(name string, installation int64) *credential {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.byCred[name]
 	if c == nil {
-		c = &credential{writes: make(chan struct{}, 1)}
+		c = &credential{installation: installation, writes: make(chan struct{}, 1)}
 		if l.writesPerSec > 0 {
 			c.pace = rate.NewLimiter(rate.Limit(l.writesPerSec), writeBurst)
+		}
+		if l.contentPerHour > 0 && installation != 0 {
+			c.minute = newWindow(min(contentPerMinute, l.contentPerHour), time.Minute)
+			c.hour = newWindow(l.contentPerHour, time.Hour)
 		}
 		l.byCred[name] = c
 	}
 	return c
+}
+
+// window is a sliding window of the start times of the last size requests:
+// one more may start once the oldest of them is span old.
+type window struct {
+	span  time.Duration
+	times []time.Time // a ring once full
+	head  int         // the oldest, once full
+	size  int
+}
+
+func newWindow(size int, span time.Duration) *window {
+	return &window{span: span, size: size}
+}
+
+// next is the earliest time at or after now a request may start.
+func (w *window) next(now time.Time) time.Time {
+	if len(w.times) < w.size {
+		return now
+	}
+	if t := w.times[w.head].Add(w.span); t.After(now) {
+		return t
+	}
+	return now
+}
+
+// add records a request started at t.
+func (w *window) add(t time.Time) {
+	if len(w.times) < w.size {
+		w.times = append(w.times, t)
+		return
+	}
+	w.times[w.head] = t
+	w.head = (w.head + 1) % w.size
 }
 
 // installationKey carries the installation a request is made as, for the
@@ -119,15 +203,33 @@ func (t asInstallation) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // credentialOf names the credential a request is made with: the App's JWT
 // (Bearer: token minting, GET /app, the delivery log) or an installation's
-// token.
-func credentialOf(r *http.Request) string {
+// token, and the installation (0 for the App's JWT).
+func credentialOf(r *http.Request) (string, int64) {
 	if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
-		return "app"
+		return "app", 0
 	}
 	if id, ok := r.Context().Value(installationKey{}).(int64); ok {
-		return "installation:" + strconv.FormatInt(id, 10)
+		return "installation:" + strconv.FormatInt(id, 10), id
 	}
-	return "anonymous"
+	return "anonymous", 0
+}
+
+// contentCreating reports whether a request creates content in GitHub's
+// sense (its secondary limits: about 80 a minute, 500 an hour): a POST that
+// creates a commit, blob, tree, tag or ref, an issue, pull request, review
+// or comment, a check run, or a release.
+func contentCreating(method, path string) bool {
+	if method != http.MethodPost {
+		return false
+	}
+	path = strings.TrimSuffix(path, "/")
+	for _, suffix := range []string{"/git/commits", "/git/blobs", "/git/trees", "/git/tags", "/git/refs",
+		"/issues", "/pulls", "/reviews", "/comments", "/check-runs", "/releases"} {
+		if strings.HasSuffix(path, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 func isWrite(method string) bool {
@@ -143,8 +245,8 @@ func isWrite(method string) bool {
 // calling GitHub when the credential is limited for longer than it may
 // wait, and r's context error when that ends first.
 func (l *limiter) RoundTrip(r *http.Request) (*http.Response, error) {
-	name := credentialOf(r)
-	c := l.credential(name)
+	name, installation := credentialOf(r)
+	c := l.credential(name, installation)
 	ctx := r.Context()
 	if isWrite(r.Method) {
 		select {
@@ -160,6 +262,12 @@ func (l *limiter) RoundTrip(r *http.Request) (*http.Response, error) {
 				return nil, fmt.Errorf("wait for GitHub write pacing: %w", err)
 			}
 		}
+		if c.hour != nil && contentCreating(r.Method, r.URL.Path) {
+			if err := l.paceContent(ctx, name, c); err != nil {
+				closeBody(r)
+				return nil, err
+			}
+		}
 	}
 	if err := l.waitLimit(ctx, name, c); err != nil {
 		closeBody(r)
@@ -172,7 +280,7 @@ func (l *limiter) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	l.learn(c, resp)
+	l.learn(ctx, c, resp)
 	return resp, nil
 }
 
@@ -200,17 +308,91 @@ func (l *limiter) waitLimit(ctx context.Context, name string, c *credential) err
 	}
 }
 
-// learn records a limit GitHub answered for c.
-func (l *limiter) learn(c *credential, resp *http.Response) {
-	until, reason := limitOf(resp, l.now())
-	if until.IsZero() {
-		return
+// paceContent returns once a content-creating request of c may start
+// within both windows, and counts it; it waits in place up to
+// waitInPlace, and past that records the wait (so the installation's items
+// are passed over by leases until then; its reads and updates go on) and
+// returns a *LimitedError. It runs under c's write slot: one at a time per credential.
+func (l *limiter) paceContent(ctx context.Context, name string, c *credential) error {
+	for {
+		now := l.now()
+		next := c.minute.next(now)
+		if h := c.hour.next(now); h.After(next) {
+			next = h
+		}
+		wait := next.Sub(now)
+		if wait <= 0 {
+			c.minute.add(now)
+			c.hour.add(now)
+			return nil
+		}
+		if wait > waitInPlace {
+			l.record(ctx, c, next, "content", nil)
+			return &LimitedError{Credential: name, Until: next, Reason: "content"}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
+}
+
+// learn records a limit GitHub answered for c, and the budget its headers
+// name.
+func (l *limiter) learn(ctx context.Context, c *credential, resp *http.Response) {
+	until, reason := limitOf(resp, l.now())
+	l.limit(ctx, c, until, reason, resp.Header)
+}
+
+// limit records that no call with c starts before until (none when zero)
+// and, for an installation, its budget from h.
+func (l *limiter) limit(ctx context.Context, c *credential, until time.Time, reason string, h http.Header) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if until.After(c.until) {
 		c.until, c.reason = until, reason
 	}
+	c.mu.Unlock()
+	l.record(ctx, c, until, reason, h)
+}
+
+// record tells the BudgetRecorder, for an installation, of a limit until
+// (none when zero) and the budget h names (nil: none known): at once for a
+// limit, else at most every budgetEvery.
+func (l *limiter) record(ctx context.Context, c *credential, until time.Time, reason string, h http.Header) {
+	now := l.now()
+	c.mu.Lock()
+	record := l.budgets != nil && c.installation != 0 && (!until.IsZero() || now.Sub(c.recorded) >= budgetEvery)
+	if record {
+		c.recorded = now
+	}
+	c.mu.Unlock()
+	if !record {
+		return
+	}
+	b := Budget{InstallationID: c.installation, Observed: now}
+	if !until.IsZero() {
+		b.LimitedUntil, b.Reason = until, reason
+	}
+	if h != nil {
+		b.Remaining, b.Limit = headerInt(h, "X-RateLimit-Remaining"), headerInt(h, "X-RateLimit-Limit")
+		if reset := headerInt(h, "X-RateLimit-Reset"); reset != nil {
+			t := time.Unix(int64(*reset), 0)
+			b.Reset = &t
+		}
+	}
+	l.budgets.RecordBudget(context.WithoutCancel(ctx), b)
+}
+
+// headerInt is h's name as a non-negative integer, nil when absent or not one.
+func headerInt(h http.Header, name string) *int {
+	n, err := strconv.Atoi(h.Get(name))
+	if err != nil || n < 0 {
+		return nil
+	}
+	return &n
 }
 
 // limitOf reads the limit an answer sets, if any: a primary limit (403 or

@@ -146,9 +146,9 @@ func hasGitHubCredentials(cfg config) bool {
 // credentials are configured; else, with githubDryRun, one talking to a
 // fresh in-process fake GitHub (through transport, so its calls are counted
 // like real ones; see newDevGitHub); else nil.
-func githubInstallations(cfg config, fallback githubFallback, transport func(http.RoundTripper) http.RoundTripper, logger *slog.Logger) (*github.Installations, error) {
+func githubInstallations(cfg config, fallback githubFallback, transport func(http.RoundTripper) http.RoundTripper, budgets github.BudgetRecorder, logger *slog.Logger) (*github.Installations, error) {
 	if fallback != githubDryRun || hasGitHubCredentials(cfg) {
-		return githubFromConfig(cfg, transport(nil), logger)
+		return githubFromConfig(cfg, transport(nil), budgets, logger)
 	}
 	// The fake itself (what it recorded) is for the dashboard, once there
 	// is one to show it.

@@ -13,7 +13,7 @@ import (
 // githubFromConfig builds the App's client factory, or returns nil when no
 // GitHub App credentials are configured: then GitHub writes wait in the
 // outbox, visible and not lost, until they are.
-func githubFromConfig(cfg config, transport http.RoundTripper, logger *slog.Logger) (*github.Installations, error) {
+func githubFromConfig(cfg config, transport http.RoundTripper, budgets github.BudgetRecorder, logger *slog.Logger) (*github.Installations, error) {
 	key := []byte(strings.ReplaceAll(string(cfg.PrivateKey), `\n`, "\n")) // PEM pasted into one env line
 	if cfg.PrivateKeyFile != "" {
 		b, err := os.ReadFile(cfg.PrivateKeyFile)
@@ -32,7 +32,7 @@ func githubFromConfig(cfg config, transport http.RoundTripper, logger *slog.Logg
 		return nil, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: "required with GITHUB_APP_ID (or set GITHUB_PRIVATE_KEY_FILE)"}
 	}
 	gh, err := github.NewInstallations(github.Config{AppID: cfg.AppID, PrivateKey: key, APIURL: cfg.APIURL, Slug: cfg.AppSlug, Transport: transport,
-		WritesPerSec: cfg.GitHubWritesPerSec})
+		WritesPerSec: cfg.GitHubWritesPerSec, ContentPerHour: cfg.GitHubContentPerHour, Budgets: budgets})
 	if err != nil {
 		return nil, &configError{Setting: "GITHUB_PRIVATE_KEY", Problem: err.Error()}
 	}

@@ -64,7 +64,7 @@ func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return err
 	}
-	gh, err := githubFromConfig(cfg, nil, logger)
+	gh, err := githubFromConfig(cfg, nil, nil, logger)
 	if err != nil {
 		return err
 	}

@@ -167,15 +167,16 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	}
 	defer pool.Close()
 	metrics := app.NewMetrics(pool)
-	gh, err := githubInstallations(cfg, fallback, metrics.Transport, logger)
-	if err != nil {
-		return err
-	}
 	notifier := worker.NewNotifier(pool, logger)
 	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger) // wakes every instance's sender
 	box := outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
 	items := outbox.NewItems(pool)
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, MaxAssignedPerInstallation: cfg.MaxAssignedPerInstallation, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
+	// GitHub's limits reach every instance's leases through the database.
+	gh, err := githubInstallations(cfg, fallback, metrics.Transport, github.NewBudgets(pool, store, logger), logger)
+	if err != nil {
+		return err
+	}
 	// serve's services, started in this order once everything is built
 	// and stopped in the reverse order (docs/workers.md, "Shutdown").
 	var services service.Group

@@ -30,6 +30,16 @@ type Delivery struct {
 	Generation     *int64
 }
 
+type GithubBudget struct {
+	InstallationID int64
+	Remaining      *int32
+	Limit          *int32
+	ResetAt        *time.Time
+	LimitedUntil   *time.Time
+	LimitedReason  *string
+	ObservedAt     time.Time
+}
+
 type GithubItem struct {
 	EntryID               uuid.UUID
 	HeadSha               *string
