@@ -159,9 +159,10 @@ func serveEnv(dsn string, gh *githubtest.Server, ttl time.Duration) []string {
 		"GITLEASE_LEASE_TTL="+ttl.String(),
 		"GITLEASE_WORKER_SLOTS=5",
 		"GITLEASE_WORKER_EXEC="+workerExec,
-		// Unpaced writes, so hundreds of items settle within the bounds;
-		// the fake's rate limits are still honoured.
+		// Unpaced writes and content, so hundreds of items settle within
+		// the bounds; the fake's rate limits are still honoured.
 		"GITLEASE_GITHUB_WRITES_PER_SEC=0",
+		"GITLEASE_GITHUB_CONTENT_PER_HOUR=0",
 	)
 }
 
