@@ -51,7 +51,7 @@ func TestTwoServeProcessesShareOneDatabase(t *testing.T) {
 	env := append(devTestEnv(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
 		"GITHUB_APP_ID="+fmt.Sprint(gh.AppID), "GITHUB_PRIVATE_KEY="+string(gh.PrivateKeyPEM), "GITHUB_API_URL="+gh.URL(),
 		"GITLEASE_WORKER_SLOTS=5", "GITLEASE_WORKER_EXEC=true",
-		"GITLEASE_GITHUB_WRITES_PER_SEC=0", // 500 writes paced at 1/s would take 8 minutes
+		"GITLEASE_GITHUB_WRITES_PER_SEC=0",   // 500 writes paced at 1/s would take 8 minutes
 		"GITLEASE_GITHUB_CONTENT_PER_HOUR=0") // and 400 content-creating ones at 80 a minute, 5
 	var urls []string
 	for i := 0; i < 2; i++ {
