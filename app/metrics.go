@@ -30,6 +30,7 @@ type Metrics struct {
 	redeliveries *prometheus.CounterVec
 	lastScan     prometheus.Gauge
 	groups       *prometheus.HistogramVec
+	cap          prometheus.Gauge
 }
 
 // NewMetrics registers gitlease's metrics, plus Go and process metrics, and
@@ -68,15 +69,22 @@ func NewMetrics(pool *pgxpool.Pool) *Metrics {
 			Help:    "Deliveries per group the intake recorded in one transaction (two or more), by result (committed, rolled_back: its deliveries were then recorded one by one).",
 			Buckets: []float64{2, 3, 4, 6, 8, 12, 16, 32, 64},
 		}, []string{"result"}),
+		cap: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gitlease_installation_assigned_cap",
+			Help: "GITLEASE_MAX_ASSIGNED_PER_INSTALLATION: most items of one GitHub installation assigned at once (0: no cap).",
+		}),
 	}
 	for _, r := range []string{"requested", "rejected_skipped", "unrecoverable", "github_refused"} {
 		m.redeliveries.WithLabelValues(r) // every result shows from the start, at 0
 	}
-	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs, m.redeliveries, m.lastScan, m.groups,
+	m.reg.MustRegister(m.deliveries, m.queueOps, m.github, m.httpReqs, m.redeliveries, m.lastScan, m.groups, m.cap,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&dbCollector{pool: pool})
 	return m
 }
+
+// InstallationCap shows the cap on one installation's assigned items.
+func (m *Metrics) InstallationCap(n int) { m.cap.Set(float64(n)) }
 
 // Delivery counts one answered webhook delivery.
 func (m *Metrics) Delivery(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() }
@@ -172,13 +180,27 @@ var (
 	durabilityDesc = prometheus.NewDesc("gitlease_postgres_durability",
 		"1 for how durable a commit acknowledged to gitlease is (synchronous_standby: a synchronous standby has it; local: only the primary), 0 for the other; absent while no writable primary answers.",
 		[]string{"mode"}, nil)
+	// Per installation (0: items over /rpc and stdio), never per repository.
+	installationItemsDesc = prometheus.NewDesc("gitlease_installation_items", "Pending and assigned work items of one installation (0: /rpc and stdio items), by status.", []string{"installation", "status"}, nil)
+	installationPauseDesc = prometheus.NewDesc("gitlease_installation_paused_until_timestamp_seconds", "Unix time until which leases pass an installation's items over: its GitHub credential is rate-limited (absent: not paused).", []string{"installation"}, nil)
+	budgetRemainingDesc   = prometheus.NewDesc("gitlease_github_budget_remaining", "An installation's GitHub requests left, as x-ratelimit-remaining last said.", []string{"installation"}, nil)
+	budgetLimitDesc       = prometheus.NewDesc("gitlease_github_budget_limit", "An installation's GitHub requests an hour, as x-ratelimit-limit last said.", []string{"installation"}, nil)
+	budgetResetDesc       = prometheus.NewDesc("gitlease_github_budget_reset_timestamp_seconds", "Unix time of an installation's GitHub budget reset, as x-ratelimit-reset last said.", []string{"installation"}, nil)
 )
+
+// installationsShown bounds the installations one scrape reports.
+const installationsShown = 1000
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- outboxDesc
 	ch <- scrapeErrDesc
 	ch <- durabilityDesc
+	ch <- installationItemsDesc
+	ch <- installationPauseDesc
+	ch <- budgetRemainingDesc
+	ch <- budgetLimitDesc
+	ch <- budgetResetDesc
 }
 
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
@@ -207,9 +229,39 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	if err == nil {
+		err = c.collectInstallations(ctx, ch)
+	}
 	up := 1.0
 	if err != nil {
 		up = 0
 	}
 	ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, up)
+}
+
+// collectInstallations reports each installation's items, pause and budget.
+func (c *dbCollector) collectInstallations(ctx context.Context, ch chan<- prometheus.Metric) error {
+	now := time.Now()
+	rows, err := c.q.InstallationsOverview(ctx, c.pool, dbq.InstallationsOverviewParams{Now: now, Lim: installationsShown})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		inst := strconv.FormatInt(r.InstallationID, 10)
+		ch <- prometheus.MustNewConstMetric(installationItemsDesc, prometheus.GaugeValue, float64(r.Pending), inst, "pending")
+		ch <- prometheus.MustNewConstMetric(installationItemsDesc, prometheus.GaugeValue, float64(r.Assigned), inst, "assigned")
+		if r.PausedUntil != nil && r.PausedUntil.After(now) {
+			ch <- prometheus.MustNewConstMetric(installationPauseDesc, prometheus.GaugeValue, float64(r.PausedUntil.Unix()), inst)
+		}
+		if r.Remaining != nil {
+			ch <- prometheus.MustNewConstMetric(budgetRemainingDesc, prometheus.GaugeValue, float64(*r.Remaining), inst)
+		}
+		if r.Limit != nil {
+			ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(*r.Limit), inst)
+		}
+		if r.ResetAt != nil {
+			ch <- prometheus.MustNewConstMetric(budgetResetDesc, prometheus.GaugeValue, float64(r.ResetAt.Unix()), inst)
+		}
+	}
+	return nil
 }

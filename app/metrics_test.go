@@ -34,6 +34,12 @@ func TestMetricsMoveWithDeliveries(t *testing.T) {
 	webhooktest.Deliver(t, srv, "metrics-secret", "issues", "m-1", "issues-opened.json", nil) // replay
 	webhooktest.Deliver(t, srv, "metrics-secret", "ping", "m-2", "ping.json", nil)
 
+	// What the limiter recorded of another installation's budget.
+	if _, err := pool.Exec(t.Context(), `INSERT INTO github_budgets (installation_id, remaining, "limit", reset_at, observed_at)
+		VALUES (7, 42, 5000, to_timestamp(1700003600), now())`); err != nil {
+		t.Fatal(err)
+	}
+
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	req.Header.Set(echo.HeaderXRequestID, "scrape-1")
@@ -52,6 +58,12 @@ func TestMetricsMoveWithDeliveries(t *testing.T) {
 		`gitlease_metrics_database_up 1`,
 		`gitlease_postgres_durability{mode="local"} 1`, // the test server has no synchronous standby
 		`gitlease_postgres_durability{mode="synchronous_standby"} 0`,
+		`gitlease_installation_items{installation="2311213",status="pending"} 1`,
+		`gitlease_installation_items{installation="2311213",status="assigned"} 0`,
+		`gitlease_installation_assigned_cap 0`,
+		`gitlease_github_budget_remaining{installation="7"} 42`,
+		`gitlease_github_budget_limit{installation="7"} 5000`,
+		`gitlease_github_budget_reset_timestamp_seconds{installation="7"} 1.7000036e+09`,
 		`gitlease_http_request_duration_seconds_count{code="202",route="/webhook"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {

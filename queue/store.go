@@ -122,6 +122,9 @@ func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
 	return &Store{pool: pool, q: dbq.New(), cfg: cfg}
 }
 
+// MaxAssignedPerInstallation is the configured cap (0: none).
+func (s *Store) MaxAssignedPerInstallation() int { return s.cfg.MaxAssignedPerInstallation }
+
 // LeaseTTL is the configured lease time-to-live.
 func (s *Store) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }
 

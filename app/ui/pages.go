@@ -126,9 +126,44 @@ type overviewData struct {
 	Outbox        map[string]int64
 	OldestPending *time.Time
 	Owners        []dbq.UIWorkItemLeaseOwnersRow
+	Installations []installationView
+	Cap           int // most assigned per installation; 0: no cap
 	Reconciler    *ReconcileStatus
 	ReconcileErr  string
 	Database      db.Server // the server the dashboard's connection is on
+}
+
+// installationView is one installation's row of the overview.
+type installationView struct {
+	ID                int64 // 0: items over /rpc and stdio
+	Pending, Assigned int64
+	Cap               int  // 0: none (always for /rpc and stdio)
+	AtCap             bool // Assigned has reached Cap
+	PausedUntil       *time.Time
+	Reason            string // of the pause: GitHub's primary or secondary limit, or content pacing
+	Remaining, Limit  string // as GitHub's headers last said; "" unknown
+	Reset             *time.Time
+}
+
+func viewInstallation(r dbq.InstallationsOverviewRow, limit int, now time.Time) installationView {
+	v := installationView{ID: r.InstallationID, Pending: r.Pending, Assigned: r.Assigned, Reset: r.ResetAt}
+	if r.InstallationID != 0 {
+		v.Cap = limit
+		v.AtCap = limit > 0 && r.Assigned >= int64(limit)
+	}
+	if r.PausedUntil != nil && r.PausedUntil.After(now) {
+		v.PausedUntil = r.PausedUntil
+		if r.LimitedReason != nil {
+			v.Reason = *r.LimitedReason
+		}
+	}
+	if r.Remaining != nil {
+		v.Remaining = strconv.Itoa(int(*r.Remaining))
+	}
+	if r.Limit != nil {
+		v.Limit = strconv.Itoa(int(*r.Limit))
+	}
+	return v
 }
 
 func (u *UI) overview(c echo.Context) error {

@@ -17,6 +17,9 @@ import (
 	"github.com/gitlease/gitlease/queue"
 )
 
+// installationsShown bounds the overview's installations table.
+const installationsShown = 200
+
 // readOverview gathers the overview. Live counts come from the live partial
 // indexes on every view; the counts of finished items (one index-only scan
 // of every item) are reused for CountsTTL.
@@ -67,6 +70,14 @@ func (u *UI) readOverview(ctx context.Context) (overviewData, error) {
 	}
 	if o.Database, err = db.ReadServer(ctx, u.pool); err != nil {
 		return o, err
+	}
+	insts, err := u.q.InstallationsOverview(ctx, u.pool, dbq.InstallationsOverviewParams{Now: now, Lim: installationsShown})
+	if err != nil {
+		return o, fmt.Errorf("list installations: %w", err)
+	}
+	o.Cap = u.store.MaxAssignedPerInstallation()
+	for _, r := range insts {
+		o.Installations = append(o.Installations, viewInstallation(r, o.Cap, now))
 	}
 	return o, nil
 }

@@ -2,8 +2,11 @@ package ui
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
 )
@@ -578,5 +582,34 @@ func TestRotatingATokenEndsSessions(t *testing.T) {
 	}
 	if _, err := parseSession(sessionKey("admin-1", "view-1"), cookie, now); err != nil {
 		t.Errorf("the same tokens refuse their own session: %v", err)
+	}
+}
+
+// TestOverviewShowsInstallations: per installation, the overview shows its
+// pending and assigned items, the cap, whether leases pass it over, and its
+// GitHub budget as the limiter recorded it.
+func TestOverviewShowsInstallations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, adminConfig())
+	f.enqueue("github_issue", "acme/widgets", 1) // installation 7
+	f.enqueue("github_issue", "acme/widgets", 2)
+	if _, err := f.store.Lease(ctx, queue.LeaseParams{Max: 1, OwnerID: "w", WorkflowIDs: []string{"wf"}}); err != nil {
+		t.Fatal(err)
+	}
+	reset := f.clk.Now().Add(20 * time.Minute)
+	github.NewBudgets(f.pool, f.store, slog.New(slog.NewTextHandler(io.Discard, nil))).RecordBudget(ctx, github.Budget{
+		InstallationID: 7, Remaining: ptr(0), Limit: ptr(5000), Reset: &reset, LimitedUntil: reset, Reason: "primary", Observed: f.clk.Now()})
+	r := f.signIn(adminToken).get("/ui/")
+	_, table, _ := strings.Cut(r.body, "<h2>Installations</h2>")
+	table, _, _ = strings.Cut(table, "</table>")
+	cells := regexp.MustCompile(`<td[^>]*>(.*?)</td>`).FindAllStringSubmatch(table, -1)
+	var got []string
+	for _, c := range cells {
+		got = append(got, regexp.MustCompile(`<[^>]+>`).ReplaceAllString(c[1], ""))
+	}
+	want := []string{"7", "1", "1", "none", "paused until " + reset.UTC().Format("2006-01-02 15:04:05Z") + " (primary limit)", "0", "5000", reset.UTC().Format("2006-01-02 15:04:05Z")}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("installations row %q,\nwant %q", got, want)
 	}
 }

@@ -167,6 +167,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	}
 	defer pool.Close()
 	metrics := app.NewMetrics(pool)
+	metrics.InstallationCap(cfg.MaxAssignedPerInstallation)
 	notifier := worker.NewNotifier(pool, logger)
 	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger) // wakes every instance's sender
 	box := outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
