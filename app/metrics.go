@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/queue"
@@ -241,26 +242,32 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectInstallations reports each installation's items, pause and budget.
 func (c *dbCollector) collectInstallations(ctx context.Context, ch chan<- prometheus.Metric) error {
-	now := time.Now()
-	rows, err := c.q.InstallationsOverview(ctx, c.pool, dbq.InstallationsOverviewParams{Now: now, Lim: installationsShown})
+	loads, err := queue.ReadInstallations(ctx, c.pool, time.Now(), installationsShown)
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		inst := strconv.FormatInt(r.InstallationID, 10)
-		ch <- prometheus.MustNewConstMetric(installationItemsDesc, prometheus.GaugeValue, float64(r.Pending), inst, "pending")
-		ch <- prometheus.MustNewConstMetric(installationItemsDesc, prometheus.GaugeValue, float64(r.Assigned), inst, "assigned")
-		if r.PausedUntil != nil && r.PausedUntil.After(now) {
-			ch <- prometheus.MustNewConstMetric(installationPauseDesc, prometheus.GaugeValue, float64(r.PausedUntil.Unix()), inst)
+	budgets, err := github.ReadBudgets(ctx, c.pool, installationsShown)
+	if err != nil {
+		return err
+	}
+	for _, l := range loads {
+		inst := strconv.FormatInt(l.InstallationID, 10)
+		ch <- prometheus.MustNewConstMetric(installationItemsDesc, prometheus.GaugeValue, float64(l.Pending), inst, "pending")
+		ch <- prometheus.MustNewConstMetric(installationItemsDesc, prometheus.GaugeValue, float64(l.Assigned), inst, "assigned")
+		if l.PausedUntil != nil {
+			ch <- prometheus.MustNewConstMetric(installationPauseDesc, prometheus.GaugeValue, float64(l.PausedUntil.Unix()), inst)
 		}
-		if r.Remaining != nil {
-			ch <- prometheus.MustNewConstMetric(budgetRemainingDesc, prometheus.GaugeValue, float64(*r.Remaining), inst)
+	}
+	for _, b := range budgets {
+		inst := strconv.FormatInt(b.InstallationID, 10)
+		if b.Remaining != nil {
+			ch <- prometheus.MustNewConstMetric(budgetRemainingDesc, prometheus.GaugeValue, float64(*b.Remaining), inst)
 		}
-		if r.Limit != nil {
-			ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(*r.Limit), inst)
+		if b.Limit != nil {
+			ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(*b.Limit), inst)
 		}
-		if r.ResetAt != nil {
-			ch <- prometheus.MustNewConstMetric(budgetResetDesc, prometheus.GaugeValue, float64(r.ResetAt.Unix()), inst)
+		if b.Reset != nil {
+			ch <- prometheus.MustNewConstMetric(budgetResetDesc, prometheus.GaugeValue, float64(b.Reset.Unix()), inst)
 		}
 	}
 	return nil

@@ -14,14 +14,16 @@ import (
 // dashboard's ui.sql owns nothing and names every column it reads; its
 // ui_sessions.sql owns the dashboard's own session state.
 var owners = map[string][]string{
-	"work_items.sql":   {"work_items", "work_item_audit", "subject_generations", "work_item_lease_candidates"}, // queue
-	"deliveries.sql":   {"deliveries"},                                                                         // webhook
-	"outbox.sql":       {"outbox", "github_items"},                                                             // app/outbox
-	"github_items.sql": {"outbox", "github_items"},                                                             // app/outbox
-	"redeliveries.sql": {"redeliveries", "redelivery_scans"},                                                   // app/redeliver
-	"ui.sql":           nil,                                                                                    // app/ui, read-only
-	"server.sql":       nil,                                                                                    // db: the server's settings, no table
-	"ui_sessions.sql":  {"ui_signed_out", "ui_login_failures"},                                                 // app/ui
+	"work_items.sql":          {"work_items", "work_item_audit", "subject_generations", "lease_installations"}, // queue
+	"deliveries.sql":          {"deliveries"},                                                                  // webhook
+	"outbox.sql":              {"outbox", "github_items"},                                                      // app/outbox
+	"github_items.sql":        {"outbox", "github_items"},                                                      // app/outbox
+	"redeliveries.sql":        {"redeliveries", "redelivery_scans"},                                            // app/redeliver
+	"ui.sql":                  nil,                                                                             // app/ui, read-only
+	"server.sql":              nil,                                                                             // db: the server's settings, no table
+	"ui_sessions.sql":         {"ui_signed_out", "ui_login_failures"},                                          // app/ui
+	"lease_installations.sql": {"work_items", "lease_installations", "work_item_lease_fair"},                   // queue
+	"github_budgets.sql":      {"github_budgets"},                                                              // app/github
 }
 
 var (
@@ -94,14 +96,16 @@ func contains(list []string, s string) bool {
 // callers maps each query file to the one package whose code (tests aside)
 // calls its queries.
 var callers = map[string]string{
-	"work_items.sql":   "queue",
-	"deliveries.sql":   "webhook",
-	"outbox.sql":       "app/outbox",
-	"github_items.sql": "app/outbox",
-	"redeliveries.sql": "app/redeliver",
-	"ui.sql":           "app/ui",
-	"server.sql":       "db",
-	"ui_sessions.sql":  "app/ui",
+	"work_items.sql":          "queue",
+	"deliveries.sql":          "webhook",
+	"outbox.sql":              "app/outbox",
+	"github_items.sql":        "app/outbox",
+	"redeliveries.sql":        "app/redeliver",
+	"ui.sql":                  "app/ui",
+	"server.sql":              "db",
+	"ui_sessions.sql":         "app/ui",
+	"lease_installations.sql": "queue",
+	"github_budgets.sql":      "app/github",
 }
 
 func TestQueriesAreCalledOnlyByTheirPackage(t *testing.T) {

@@ -349,3 +349,30 @@ func blockedBy(c dbq.WorkItem, exclude []Fence) *LeaseBlock {
 func collisionKey(r Reservation) string {
 	return strings.ToLower(strings.TrimSpace(r.Repository)) + "\n" + r.HeadRef
 }
+
+// InstallationLoad is one installation's share of the queue: its pending
+// and assigned items, and until when its leases are paused (nil: not).
+// Installation 0 holds the items enqueued over /rpc and stdio.
+type InstallationLoad struct {
+	InstallationID    int64
+	Pending, Assigned int64
+	PausedUntil       *time.Time
+}
+
+// ReadInstallations lists, through db as of now, up to limit installations
+// that have items pending or assigned or are paused, by installation ID,
+// for readers without a Store (the metrics scrape, the dashboard).
+func ReadInstallations(ctx context.Context, db dbq.DBTX, now time.Time, limit int) ([]InstallationLoad, error) {
+	rows, err := dbq.New().LeaseInstallationsLoad(ctx, db, dbq.LeaseInstallationsLoadParams{Now: now, Lim: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("read installations' items: %w", err)
+	}
+	out := make([]InstallationLoad, len(rows))
+	for i, r := range rows {
+		out[i] = InstallationLoad{InstallationID: r.InstallationID, Pending: r.Pending, Assigned: r.Assigned, PausedUntil: r.PausedUntil}
+		if r.PausedUntil != nil && !r.PausedUntil.After(now) {
+			out[i].PausedUntil = nil
+		}
+	}
+	return out, nil
+}

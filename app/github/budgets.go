@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -67,4 +68,33 @@ func (r *Budgets) RecordBudget(ctx context.Context, b Budget) {
 			r.logger.Info("GitHub limits an installation: its items wait", "installation_id", b.InstallationID, "until", b.LimitedUntil, "reason", b.Reason)
 		}
 	}
+}
+
+// ReadBudgets lists up to limit installations' budgets as recorded, by
+// installation ID, through db (the metrics scrape, the dashboard).
+func ReadBudgets(ctx context.Context, db dbq.DBTX, limit int) ([]Budget, error) {
+	rows, err := dbq.New().GitHubBudgets(ctx, db, int32(limit))
+	if err != nil {
+		return nil, fmt.Errorf("read GitHub budgets: %w", err)
+	}
+	out := make([]Budget, len(rows))
+	for i, r := range rows {
+		b := Budget{InstallationID: r.InstallationID, Reset: r.ResetAt, Observed: r.ObservedAt}
+		if r.Remaining != nil {
+			n := int(*r.Remaining)
+			b.Remaining = &n
+		}
+		if r.Limit != nil {
+			n := int(*r.Limit)
+			b.Limit = &n
+		}
+		if r.LimitedUntil != nil {
+			b.LimitedUntil = *r.LimitedUntil
+		}
+		if r.LimitedReason != nil {
+			b.Reason = *r.LimitedReason
+		}
+		out[i] = b
+	}
+	return out, nil
 }

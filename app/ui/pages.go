@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
@@ -145,25 +147,44 @@ type installationView struct {
 	Reset             *time.Time
 }
 
-func viewInstallation(r dbq.InstallationsOverviewRow, limit int, now time.Time) installationView {
-	v := installationView{ID: r.InstallationID, Pending: r.Pending, Assigned: r.Assigned, Reset: r.ResetAt}
-	if r.InstallationID != 0 {
-		v.Cap = limit
-		v.AtCap = limit > 0 && r.Assigned >= int64(limit)
-	}
-	if r.PausedUntil != nil && r.PausedUntil.After(now) {
-		v.PausedUntil = r.PausedUntil
-		if r.LimitedReason != nil {
-			v.Reason = *r.LimitedReason
+// viewInstallations joins the queue's per-installation loads and the
+// recorded budgets, by installation ID.
+func viewInstallations(loads []queue.InstallationLoad, budgets []github.Budget, limit int) []installationView {
+	byID := map[int64]*installationView{}
+	var ids []int64
+	row := func(id int64) *installationView {
+		if v := byID[id]; v != nil {
+			return v
 		}
+		v := &installationView{ID: id}
+		if id != 0 {
+			v.Cap = limit
+		}
+		byID[id] = v
+		ids = append(ids, id)
+		return v
 	}
-	if r.Remaining != nil {
-		v.Remaining = strconv.Itoa(int(*r.Remaining))
+	for _, l := range loads {
+		v := row(l.InstallationID)
+		v.Pending, v.Assigned, v.PausedUntil = l.Pending, l.Assigned, l.PausedUntil
+		v.AtCap = v.Cap > 0 && v.Assigned >= int64(v.Cap)
 	}
-	if r.Limit != nil {
-		v.Limit = strconv.Itoa(int(*r.Limit))
+	for _, b := range budgets {
+		v := row(b.InstallationID)
+		if b.Remaining != nil {
+			v.Remaining = strconv.Itoa(*b.Remaining)
+		}
+		if b.Limit != nil {
+			v.Limit = strconv.Itoa(*b.Limit)
+		}
+		v.Reset, v.Reason = b.Reset, b.Reason
 	}
-	return v
+	slices.Sort(ids)
+	out := make([]installationView, len(ids))
+	for i, id := range ids {
+		out[i] = *byID[id]
+	}
+	return out
 }
 
 func (u *UI) overview(c echo.Context) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
@@ -71,14 +72,16 @@ func (u *UI) readOverview(ctx context.Context) (overviewData, error) {
 	if o.Database, err = db.ReadServer(ctx, u.pool); err != nil {
 		return o, err
 	}
-	insts, err := u.q.InstallationsOverview(ctx, u.pool, dbq.InstallationsOverviewParams{Now: now, Lim: installationsShown})
+	loads, err := queue.ReadInstallations(ctx, u.pool, now, installationsShown)
 	if err != nil {
-		return o, fmt.Errorf("list installations: %w", err)
+		return o, err
+	}
+	budgets, err := github.ReadBudgets(ctx, u.pool, installationsShown)
+	if err != nil {
+		return o, err
 	}
 	o.Cap = u.store.MaxAssignedPerInstallation()
-	for _, r := range insts {
-		o.Installations = append(o.Installations, viewInstallation(r, o.Cap, now))
-	}
+	o.Installations = viewInstallations(loads, budgets, o.Cap)
 	return o, nil
 }
 

@@ -12,75 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const installationsOverview = `-- name: InstallationsOverview :many
-SELECT k.installation_id,
-       (SELECT count(*) FROM work_items w WHERE w.status = 'pending' AND w.installation_id = k.installation_id) AS pending,
-       (SELECT count(*) FROM work_items w WHERE w.status = 'assigned' AND w.installation_id = k.installation_id) AS assigned,
-       l.paused_until, b.remaining, b."limit", b.reset_at, b.limited_until, b.limited_reason, b.observed_at
-FROM (SELECT installation_id FROM lease_installations
-      WHERE NOT idle OR paused_until > $1::timestamptz
-         OR EXISTS (SELECT 1 FROM work_items a WHERE a.status = 'assigned' AND a.installation_id = lease_installations.installation_id)
-      UNION
-      SELECT installation_id FROM github_budgets) k
-LEFT JOIN lease_installations l ON l.installation_id = k.installation_id
-LEFT JOIN github_budgets b ON b.installation_id = k.installation_id
-ORDER BY k.installation_id
-LIMIT $2
-`
-
-type InstallationsOverviewParams struct {
-	Now time.Time
-	Lim int32
-}
-
-type InstallationsOverviewRow struct {
-	InstallationID int64
-	Pending        int64
-	Assigned       int64
-	PausedUntil    *time.Time
-	Remaining      *int32
-	Limit          *int32
-	ResetAt        *time.Time
-	LimitedUntil   *time.Time
-	LimitedReason  *string
-	ObservedAt     *time.Time
-}
-
-// Per installation with items pending or assigned, paused, or a budget on
-// record: its pending and assigned items, its pause, and what GitHub's
-// headers last said of its budget (the dashboard and /metrics;
-// installation 0: items over /rpc and stdio).
-func (q *Queries) InstallationsOverview(ctx context.Context, db DBTX, arg InstallationsOverviewParams) ([]InstallationsOverviewRow, error) {
-	rows, err := db.Query(ctx, installationsOverview, arg.Now, arg.Lim)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []InstallationsOverviewRow
-	for rows.Next() {
-		var i InstallationsOverviewRow
-		if err := rows.Scan(
-			&i.InstallationID,
-			&i.Pending,
-			&i.Assigned,
-			&i.PausedUntil,
-			&i.Remaining,
-			&i.Limit,
-			&i.ResetAt,
-			&i.LimitedUntil,
-			&i.LimitedReason,
-			&i.ObservedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const leaseInstallationPause = `-- name: LeaseInstallationPause :exec
 INSERT INTO lease_installations (installation_id, paused_until) VALUES ($1, $2::timestamptz)
 ON CONFLICT (installation_id) DO UPDATE
@@ -133,6 +64,57 @@ func (q *Queries) LeaseInstallationsDrained(ctx context.Context, db DBTX, arg Le
 			return nil, err
 		}
 		items = append(items, installation_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leaseInstallationsLoad = `-- name: LeaseInstallationsLoad :many
+SELECT l.installation_id, l.paused_until,
+       (SELECT count(*) FROM work_items w WHERE w.status = 'pending' AND w.installation_id = l.installation_id) AS pending,
+       (SELECT count(*) FROM work_items w WHERE w.status = 'assigned' AND w.installation_id = l.installation_id) AS assigned
+FROM lease_installations l
+WHERE NOT l.idle OR l.paused_until > $1::timestamptz
+   OR EXISTS (SELECT 1 FROM work_items a WHERE a.status = 'assigned' AND a.installation_id = l.installation_id)
+ORDER BY l.installation_id
+LIMIT $2
+`
+
+type LeaseInstallationsLoadParams struct {
+	Now time.Time
+	Lim int32
+}
+
+type LeaseInstallationsLoadRow struct {
+	InstallationID int64
+	PausedUntil    *time.Time
+	Pending        int64
+	Assigned       int64
+}
+
+// Per installation with items pending or assigned, or paused: its pending
+// and assigned items and its pause (the dashboard and /metrics;
+// installation 0: items over /rpc and stdio).
+func (q *Queries) LeaseInstallationsLoad(ctx context.Context, db DBTX, arg LeaseInstallationsLoadParams) ([]LeaseInstallationsLoadRow, error) {
+	rows, err := db.Query(ctx, leaseInstallationsLoad, arg.Now, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseInstallationsLoadRow
+	for rows.Next() {
+		var i LeaseInstallationsLoadRow
+		if err := rows.Scan(
+			&i.InstallationID,
+			&i.PausedUntil,
+			&i.Pending,
+			&i.Assigned,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

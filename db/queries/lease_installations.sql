@@ -52,21 +52,15 @@ INSERT INTO lease_installations (installation_id, paused_until) VALUES (@install
 ON CONFLICT (installation_id) DO UPDATE
 SET paused_until = greatest(lease_installations.paused_until, excluded.paused_until);
 
--- name: InstallationsOverview :many
--- Per installation with items pending or assigned, paused, or a budget on
--- record: its pending and assigned items, its pause, and what GitHub's
--- headers last said of its budget (the dashboard and /metrics;
+-- name: LeaseInstallationsLoad :many
+-- Per installation with items pending or assigned, or paused: its pending
+-- and assigned items and its pause (the dashboard and /metrics;
 -- installation 0: items over /rpc and stdio).
-SELECT k.installation_id,
-       (SELECT count(*) FROM work_items w WHERE w.status = 'pending' AND w.installation_id = k.installation_id) AS pending,
-       (SELECT count(*) FROM work_items w WHERE w.status = 'assigned' AND w.installation_id = k.installation_id) AS assigned,
-       l.paused_until, b.remaining, b."limit", b.reset_at, b.limited_until, b.limited_reason, b.observed_at
-FROM (SELECT installation_id FROM lease_installations
-      WHERE NOT idle OR paused_until > @now::timestamptz
-         OR EXISTS (SELECT 1 FROM work_items a WHERE a.status = 'assigned' AND a.installation_id = lease_installations.installation_id)
-      UNION
-      SELECT installation_id FROM github_budgets) k
-LEFT JOIN lease_installations l ON l.installation_id = k.installation_id
-LEFT JOIN github_budgets b ON b.installation_id = k.installation_id
-ORDER BY k.installation_id
+SELECT l.installation_id, l.paused_until,
+       (SELECT count(*) FROM work_items w WHERE w.status = 'pending' AND w.installation_id = l.installation_id) AS pending,
+       (SELECT count(*) FROM work_items w WHERE w.status = 'assigned' AND w.installation_id = l.installation_id) AS assigned
+FROM lease_installations l
+WHERE NOT l.idle OR l.paused_until > @now::timestamptz
+   OR EXISTS (SELECT 1 FROM work_items a WHERE a.status = 'assigned' AND a.installation_id = l.installation_id)
+ORDER BY l.installation_id
 LIMIT @lim;
