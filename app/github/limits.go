@@ -298,12 +298,8 @@ func (l *limiter) waitLimit(ctx context.Context, name string, c *credential) err
 		if wait > waitInPlace {
 			return &LimitedError{Credential: name, Until: until, Reason: reason}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, wait); err != nil {
+			return err
 		}
 	}
 }
@@ -330,13 +326,21 @@ func (l *limiter) paceContent(ctx context.Context, name string, c *credential) e
 			l.record(ctx, c, next, "content", nil)
 			return &LimitedError{Credential: name, Until: next, Reason: "content"}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, wait); err != nil {
+			return err
 		}
+	}
+}
+
+// sleep waits for d, or returns ctx's error when it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
