@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,5 +273,79 @@ func TestFairLeasePlanIsBounded(t *testing.T) {
 		if strings.Contains(p, "Seq Scan on work_items") || strings.Contains(p, "Bitmap") {
 			t.Errorf("analysed=%v: fair lease plan scans work_items beyond its indexes:\n%s", analysed, p)
 		}
+	}
+}
+
+// TestFloodDoesNotDelayAnotherInstallationUnderConcurrentLeases: four
+// leasers on separate pools take installation 1's flood one item at a
+// time; installation 2's item, enqueued meanwhile, is leased by a call
+// that was in flight when the enqueue returned or by some leaser's first
+// call after it: never later.
+func TestFloodDoesNotDelayAnotherInstallationUnderConcurrentLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool, _ := newStore(t)
+	floodInstallation(t, pool, 1, 5_000)
+	type call struct {
+		start, end time.Time
+		gotB       bool
+	}
+	const leasers = 4
+	var calls [leasers][]call
+	var b atomic.Value // the entry ID of installation 2's item, once enqueued
+	var enqueued atomic.Int64
+	stop := make(chan struct{})
+	run(leasers+1, func(i int) {
+		if i == leasers { // the enqueuer
+			time.Sleep(200 * time.Millisecond)
+			res := enqueueFor(t, s, 2, 1)
+			b.Store(res.EntryID)
+			enqueued.Store(time.Now().UnixNano())
+			time.Sleep(500 * time.Millisecond)
+			close(stop)
+			return
+		}
+		p, err := pgxpool.NewWithConfig(ctx, pool.Config())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer p.Close()
+		st := queue.NewStore(p, queue.Config{LeaseTTL: ttl})
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := call{start: time.Now()}
+			got := mustLease(t, st, fmt.Sprintf("w%d-%d", i, n), 1)
+			c.end = time.Now()
+			if want, ok := b.Load().(string); ok && len(got) == 1 && got[0].Entry.EntryID == want {
+				c.gotB = true
+			}
+			calls[i] = append(calls[i], c)
+		}
+	})
+	t0 := time.Unix(0, enqueued.Load())
+	leasedBy := 0
+	for i := range calls {
+		first := true
+		for _, c := range calls[i] {
+			onTime := c.start.Before(t0) && c.end.After(t0) // in flight at t0
+			if !c.start.Before(t0) {
+				onTime = first
+				first = false
+			}
+			if c.gotB {
+				leasedBy++
+				if !onTime {
+					t.Errorf("leaser %d took installation 2's item in a call started %v after the enqueue, after its first", i, c.start.Sub(t0))
+				}
+			}
+		}
+	}
+	if leasedBy != 1 {
+		t.Fatalf("installation 2's item was leased %d times, want once", leasedBy)
 	}
 }
