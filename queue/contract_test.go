@@ -87,7 +87,7 @@ func TestStoreAcrossTheWorkItemsContract(t *testing.T) {
 	started.Add(workers)
 	var migrateErr error
 	go func() {
-		started.Wait() // every worker has run at least one round on 00012
+		started.Wait()            // every worker has run at least one round on 00012
 		_, migrateErr = p.Up(ctx) // 00013 and what follows, out of order
 		close(migrated)
 	}()
