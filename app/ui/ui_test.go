@@ -599,7 +599,7 @@ func TestOverviewShowsInstallations(t *testing.T) {
 	}
 	reset := f.clk.Now().Add(20 * time.Minute)
 	github.NewBudgets(f.pool, f.store, slog.New(slog.NewTextHandler(io.Discard, nil))).RecordBudget(ctx, github.Budget{
-		InstallationID: 7, Remaining: ptr(0), Limit: ptr(5000), Reset: &reset, LimitedUntil: reset, Reason: "primary", Observed: f.clk.Now()})
+		InstallationID: 7, Remaining: new(0), Limit: new(5000), Reset: &reset, LimitedUntil: reset, Reason: "primary", Observed: f.clk.Now()})
 	r := f.signIn(adminToken).get("/ui/")
 	_, table, _ := strings.Cut(r.body, "<h2>Installations</h2>")
 	table, _, _ = strings.Cut(table, "</table>")
