@@ -37,7 +37,7 @@ func TestCapHoldsOverThreeServeProcesses(t *testing.T) {
 	gh.AddInstallation(installations[1], "hubot/Hello-World")
 	dbURL := dbtest.URL(t)
 	bin := buildGitlease(t)
-	env := append(devTestEnv(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec", "GITLEASE_RPC_TOKEN=rpc-token",
+	env := append(devTestEnv(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef", "GITLEASE_RPC_TOKEN=rpc-token-0123456789abcdef",
 		"GITHUB_APP_ID="+fmt.Sprint(gh.AppID), "GITHUB_PRIVATE_KEY="+string(gh.PrivateKeyPEM), "GITHUB_API_URL="+gh.URL(),
 		"GITLEASE_WORKER_SLOTS=5", "GITLEASE_WORKER_EXEC=sleep 600", "GITLEASE_MAX_ASSIGNED_PER_INSTALLATION="+fmt.Sprint(limit),
 		"GITLEASE_GITHUB_WRITES_PER_SEC=0")
@@ -62,7 +62,7 @@ func TestCapHoldsOverThreeServeProcesses(t *testing.T) {
 				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"queue/v2/lease","params":{"max":5,"owner_id":"outside-%d","workflow_ids":["%d-%d-a","%d-%d-b","%d-%d-c","%d-%d-d","%d-%d-e"]}}`,
 					w, w, i, w, i, w, i, w, i, w, i)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, urls[w]+"/rpc", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer rpc-token")
+				req.Header.Set("Authorization", "Bearer rpc-token-0123456789abcdef")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					return
@@ -93,7 +93,7 @@ func TestCapHoldsOverThreeServeProcesses(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-GitHub-Event", "issues")
 			req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("cap-%d-%d", inst, n))
-			req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte("whsec"), body))
+			req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte("whsec-0123456789abcdef"), body))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
