@@ -335,7 +335,7 @@ func (s *Server) handleListHookDeliveries(c *call) response {
 		if status != "" {
 			q2.Set("status", status)
 		}
-		res.header = map[string]string{"Link": fmt.Sprintf("<%s%s?%s>; rel=\"next\"", s.srv.URL, c.r.URL.Path, q2.Encode())}
+		res.header = map[string]string{"Link": fmt.Sprintf("<%s%s?%s>; rel=\"next\"", s.base, c.r.URL.Path, q2.Encode())}
 	}
 	return res
 }

@@ -77,6 +77,8 @@ type config struct {
 	rateLimit        int
 	rateWindow       time.Duration
 	htmlURL          string
+	htmlSet          bool
+	prefix           string // the API's path prefix ("" or "/api/v3")
 	latency          time.Duration
 	keyBits          int
 	autoCreate       bool
@@ -108,8 +110,20 @@ func WithRateLimit(limit int, window time.Duration) Option {
 // WithHTMLURL sets the web base used in html_url fields (default
 // "https://github.com").
 func WithHTMLURL(base string) Option {
-	return func(c *config) { c.htmlURL = strings.TrimRight(base, "/") }
+	return func(c *config) { c.htmlURL, c.htmlSet = strings.TrimRight(base, "/"), true }
 }
+
+// EnterprisePrefix is the path GitHub Enterprise Server serves its REST
+// API under.
+const EnterprisePrefix = "/api/v3"
+
+// Enterprise makes the fake stand in for GitHub Enterprise Server: the API
+// is served under EnterprisePrefix (URL ends in /api/v3/) and html_url
+// fields point at the server's own root (WebURL), as on GHES. A request
+// outside the prefix is an unknown route (404 and a violation), so a client
+// that drops the prefix is caught. Recorded Request paths are the part
+// after the prefix, as on github.com, so one test reads both.
+func Enterprise() Option { return func(c *config) { c.prefix = EnterprisePrefix } }
 
 // WithLatency delays every response by d, to widen race windows between
 // concurrent clients.
@@ -156,7 +170,8 @@ type Server struct {
 	tb    Reporter
 	cfg   config
 	srv   *httptest.Server // nil for NewHandler's
-	base  string           // the API base URL without a trailing slash
+	root  string           // scheme and host, no trailing slash
+	base  string           // the API base URL (root and prefix) without a trailing slash
 	mux   *http.ServeMux
 	ops   map[string]*openapi.Operation
 	start time.Time
@@ -218,7 +233,11 @@ func New(tb TB, opts ...Option) *Server {
 	// The listener exists before the server starts, so base is set before
 	// any request can arrive.
 	s.srv = httptest.NewUnstartedServer(s)
-	s.base = "http://" + s.srv.Listener.Addr().String()
+	s.root = "http://" + s.srv.Listener.Addr().String()
+	s.base = s.root + s.cfg.prefix
+	if s.cfg.prefix != "" && !s.cfg.htmlSet {
+		s.cfg.htmlURL = s.root
+	}
 	s.srv.Start()
 	tb.Cleanup(s.srv.Close)
 	return s
@@ -233,7 +252,8 @@ func NewHandler(r Reporter, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.base = strings.TrimSuffix(HandlerURL, "/")
+	s.root = strings.TrimSuffix(HandlerURL, "/")
+	s.base = s.root + s.cfg.prefix
 	return s, nil
 }
 
@@ -283,12 +303,30 @@ func newServer(r Reporter, opts []Option) (*Server, error) {
 }
 
 // ServeHTTP answers one API request as GitHub would, from s's state.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.prefix == "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, s.cfg.prefix)
+	if !ok || !strings.HasPrefix(rest, "/") {
+		s.serve(w, r, nil)
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path, r2.URL.RawPath = rest, strings.TrimPrefix(r.URL.RawPath, s.cfg.prefix)
+	s.mux.ServeHTTP(w, r2)
+}
 
 // URL returns the API base URL with a trailing slash, for go-github's
 // BaseURL and GITHUB_API_URL. (ghinstallation's Transport.BaseURL wants it
 // without the slash: see BaseURL.)
 func (s *Server) URL() string { return s.base + "/" }
+
+// WebURL returns the web base URL with a trailing slash, for GITHUB_URL:
+// https://github.com/ (or WithHTMLURL's), or with Enterprise the server's
+// own root.
+func (s *Server) WebURL() string { return s.cfg.htmlURL + "/" }
 
 // BaseURL returns the API base URL without a trailing slash, the form
 // ghinstallation's Transport.BaseURL and AppsTransport.BaseURL expect.

@@ -152,25 +152,12 @@ func writeJSON(buf *bytes.Buffer, n *yaml.Node, fill func(string) string, depth 
 	return nil
 }
 
-// GitHubWebURL returns the address of GitHub's web interface for the REST
-// base URL apiURL: https://api.github.com/ gives https://github.com,
-// https://api.SUBDOMAIN.ghe.com/ gives https://SUBDOMAIN.ghe.com, and a
-// GitHub Enterprise Server URL https://HOST/api/v3/ gives https://HOST. Any
-// other URL (a test server) gives its scheme, host and path. It returns an
-// error when apiURL is not an absolute http(s) URL.
-func GitHubWebURL(apiURL string) (string, error) {
-	u, err := url.Parse(apiURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("GitHub API URL %q is not an http(s) URL", apiURL)
+// parseWebURL checks GitHub's web base URL (GITHUB_URL) and returns it
+// without its trailing slash.
+func parseWebURL(web string) (string, error) {
+	u, err := url.Parse(web)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("GitHub web URL %q is not an http(s) URL", web)
 	}
-	host := strings.ToLower(u.Host)
-	switch {
-	case host == "api.github.com":
-		return "https://github.com", nil
-	case strings.HasPrefix(host, "api.") && strings.HasSuffix(host, ".ghe.com"):
-		return u.Scheme + "://" + strings.TrimPrefix(host, "api."), nil
-	}
-	path := strings.TrimRight(u.Path, "/")
-	path = strings.TrimSuffix(path, "/api/v3")
-	return u.Scheme + "://" + u.Host + path, nil
+	return strings.TrimRight(web, "/"), nil
 }

@@ -2,6 +2,7 @@ package setup
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -52,6 +53,10 @@ type Config struct {
 	// APIURL is GitHub's REST base URL, ending in "/". Empty means
 	// https://api.github.com/.
 	APIURL string
+	// WebURL is GitHub's web base URL (GITHUB_URL; on GitHub Enterprise
+	// Server https://HOST/), where the registration form posts. Empty means
+	// https://github.com/.
+	WebURL string
 	// AppConfigured says this server already runs with App credentials
 	// (GITHUB_APP_ID is set): every /setup path then answers 404, so that
 	// nobody can register a second App through it or probe the flow.
@@ -75,7 +80,7 @@ type Config struct {
 type Server struct {
 	cfg       Config
 	publicURL string // cfg.PublicURL normalised, or empty
-	webURL    string // GitHub's web interface, for the registration form
+	webURL    string // GitHub's web interface without a trailing slash, for the registration form
 	apiURL    *url.URL
 	logger    *slog.Logger
 	pages     *template.Template
@@ -92,7 +97,7 @@ type issuedState struct {
 }
 
 // New returns the manifest flow for cfg. It returns an error when the
-// manifest does not render, or PublicURL or APIURL is not a valid URL.
+// manifest does not render, or PublicURL, APIURL or WebURL is not a valid URL.
 func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -116,7 +121,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("setup: public URL: %w", err)
 		}
 	}
-	if s.webURL, err = GitHubWebURL(cfg.APIURL); err != nil {
+	if s.webURL, err = parseWebURL(cmp.Or(cfg.WebURL, "https://github.com/")); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	if s.apiURL, err = url.Parse(cfg.APIURL); err != nil {

@@ -176,15 +176,29 @@ func checkManifestURLs(t *testing.T, manifest map[string]any, base string) {
 // a state; the callback exchanges the code once and shows the credentials
 // once; a second use of the code fails cleanly; a state this server did not
 // issue is a 400.
+//
+// It runs once against github.com and once against GitHub Enterprise
+// Server (the API under /api/v3/, the form on the server's web root).
 func TestSetupManifestFlow(t *testing.T) {
 	t.Parallel()
-	gh := githubtest.New(t)
-	srv := newSetupServer(t, setup.Config{APIURL: gh.URL()})
+	for _, base := range []struct {
+		name string
+		opts []githubtest.Option
+	}{{"github.com", nil}, {"enterprise-server", []githubtest.Option{githubtest.Enterprise()}}} {
+		t.Run(base.name, func(t *testing.T) {
+			t.Parallel()
+			testSetupManifestFlow(t, githubtest.New(t, base.opts...))
+		})
+	}
+}
+
+func testSetupManifestFlow(t *testing.T, gh *githubtest.Server) {
+	srv := newSetupServer(t, setup.Config{APIURL: gh.URL(), WebURL: gh.WebURL()})
 	proxied := map[string]string{"Host": "gitlease.example.com", "X-Forwarded-Proto": "https"}
 
 	sp := parseStart(t, srv.URL, proxied, "")
 	checkManifestURLs(t, sp.manifest, "https://gitlease.example.com")
-	if want := strings.TrimSuffix(gh.URL(), "/") + "/settings/apps/new?state="; !strings.HasPrefix(sp.action, want) {
+	if want := gh.WebURL() + "settings/apps/new?state="; !strings.HasPrefix(sp.action, want) {
 		t.Errorf("the form posts to %q, want %s<state>", sp.action, want)
 	}
 	// The user creates the App on GitHub from exactly what the form posts
@@ -308,7 +322,7 @@ func TestSetupStateExpires(t *testing.T) {
 func TestSetupOptions(t *testing.T) {
 	t.Parallel()
 	srv := newSetupServer(t, setup.Config{
-		APIURL: "https://ghe.example.com/api/v3/", PublicURL: "https://gl.example.com/prefix/",
+		APIURL: "https://ghe.example.com/api/v3/", WebURL: "https://ghe.example.com/", PublicURL: "https://gl.example.com/prefix/",
 	})
 	sp := parseStart(t, srv.URL, map[string]string{"Host": "elsewhere.example.org"}, "")
 	checkManifestURLs(t, sp.manifest, "https://gl.example.com/prefix")
@@ -326,24 +340,25 @@ func TestSetupOptions(t *testing.T) {
 	}
 }
 
-func TestGitHubWebURL(t *testing.T) {
+// TestSetupWebURL: the form posts where GITHUB_URL says, github.com when
+// unset, and a WebURL that is no http(s) URL is refused at start.
+func TestSetupWebURL(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{
-		"https://api.github.com/":             "https://github.com",
-		"https://api.github.com":              "https://github.com",
-		"https://ghe.example.com/api/v3/":     "https://ghe.example.com",
-		"https://ghe.example.com/api/v3":      "https://ghe.example.com",
-		"https://api.octocorp.ghe.com/":       "https://octocorp.ghe.com",
-		"http://127.0.0.1:4567/":              "http://127.0.0.1:4567",
-		"http://127.0.0.1:4567/github/api/v3": "http://127.0.0.1:4567/github",
+	for web, want := range map[string]string{
+		"":                          "https://github.com/settings/apps/new?state=",
+		"https://ghe.example.com":   "https://ghe.example.com/settings/apps/new?state=",
+		"https://ghe.example.com/":  "https://ghe.example.com/settings/apps/new?state=",
+		"http://127.0.0.1:4567/gh/": "http://127.0.0.1:4567/gh/settings/apps/new?state=",
 	} {
-		got, err := setup.GitHubWebURL(in)
-		if err != nil || got != want {
-			t.Errorf("GitHubWebURL(%q) = %q, %v; want %q", in, got, err, want)
+		srv := newSetupServer(t, setup.Config{WebURL: web, PublicURL: "https://gl.example.com"})
+		if sp := parseStart(t, srv.URL, nil, ""); !strings.HasPrefix(sp.action, want) {
+			t.Errorf("WebURL %q: the form posts to %q, want %s<state>", web, sp.action, want)
 		}
 	}
-	if _, err := setup.GitHubWebURL("not a url"); err == nil {
-		t.Error("GitHubWebURL accepted a non-URL")
+	for _, bad := range []string{"not a url", "ftp://ghe.example.com/", "https://ghe.example.com/?x=1"} {
+		if _, err := setup.New(setup.Config{ManifestYAML: gitlease.ManifestYAML, WebURL: bad}, nil); err == nil {
+			t.Errorf("WebURL %q accepted", bad)
+		}
 	}
 }
 

@@ -223,7 +223,7 @@ type itemRow struct {
 }
 
 // rowOf builds a list row from an item and what GitHub holds for it.
-func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, now time.Time) itemRow {
+func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, web string, now time.Time) itemRow {
 	r := itemRow{EntryID: w.ID.String(), QualifiedID: dbq.Deref(w.CanonicalID), Status: w.Status,
 		Generation: dbq.Deref(w.SubjectGeneration), EnqueuedAt: w.EnqueuedAt, AssignedAt: w.AssignedAt,
 		HeldAt: w.HeldAt, FinishedAt: w.FinishedAt, LeaseOwner: dbq.Deref(w.LeaseOwner)}
@@ -235,7 +235,7 @@ func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, now 
 		r.Subject = m.Repository + "#" + itoa(m.Number)
 		r.SubjectURL = safeURL(m.HTMLURL)
 		if checkRunID != nil && *checkRunID > 0 {
-			r.CheckRunURL = safeURL(githubBase(m.HTMLURL) + m.Repository + "/runs/" + itoa64(*checkRunID))
+			r.CheckRunURL = safeURL(web + m.Repository + "/runs/" + itoa64(*checkRunID))
 		}
 	} else if r.Subject == "" {
 		r.Subject = r.QualifiedID
@@ -252,16 +252,6 @@ func rowOf(w listedItem, prNumber *int32, prURL *string, checkRunID *int64, now 
 	}
 	r.PRURL = safeURL(dbq.Deref(prURL))
 	return r
-}
-
-// githubBase is the web root ("https://github.com/") of an html_url, so
-// GitHub Enterprise Server items link to their own server.
-func githubBase(htmlURL string) string {
-	p, err := url.Parse(htmlURL)
-	if err != nil || p.Host == "" {
-		return "https://github.com/"
-	}
-	return p.Scheme + "://" + p.Host + "/"
 }
 
 // safeURL keeps only http(s) links, whatever a payload said.

@@ -116,7 +116,7 @@ func (u *UI) readItems(ctx context.Context, f itemFilter) ([]itemRow, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list items of %s: %w", f.Subject, err)
 		}
-		out := rowsOf(rows, now)
+		out := rowsOf(rows, u.cfg.GitHubURL, now)
 		if f.Kind != "" {
 			out = slices.DeleteFunc(out, func(r itemRow) bool { return r.Kind != f.Kind })
 		}
@@ -127,21 +127,21 @@ func (u *UI) readItems(ctx context.Context, f itemFilter) ([]itemRow, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list items of %s: %w", f.Repository, err)
 		}
-		return rowsOf(rows, now), nil
+		return rowsOf(rows, u.cfg.GitHubURL, now), nil
 	case f.Status != "":
 		rows, err := u.q.UIWorkItemsNewestByStatus(ctx, u.pool, dbq.UIWorkItemsNewestByStatusParams{
 			Status: f.Status, BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Lim: lim})
 		if err != nil {
 			return nil, fmt.Errorf("list %s items: %w", f.Status, err)
 		}
-		return rowsOf(rows, now), nil
+		return rowsOf(rows, u.cfg.GitHubURL, now), nil
 	}
 	rows, err := u.q.UIWorkItemsNewest(ctx, u.pool, dbq.UIWorkItemsNewestParams{
 		BeforeAt: f.BeforeAt, BeforeID: f.BeforeID, Kind: f.Kind, Lim: lim})
 	if err != nil {
 		return nil, fmt.Errorf("list items: %w", err)
 	}
-	return rowsOf(rows, now), nil
+	return rowsOf(rows, u.cfg.GitHubURL, now), nil
 }
 
 // listedItem is the shape of every items query's row (db/queries/ui.sql
@@ -169,11 +169,11 @@ type listedItem = struct {
 }
 
 // rowsOf turns any items query's rows into list rows.
-func rowsOf[R ~listedItem](rows []R, now time.Time) []itemRow {
+func rowsOf[R ~listedItem](rows []R, web string, now time.Time) []itemRow {
 	out := make([]itemRow, 0, len(rows))
 	for _, r := range rows {
 		l := listedItem(r)
-		out = append(out, rowOf(l, l.PrNumber, l.PrUrl, l.CheckRunID, now))
+		out = append(out, rowOf(l, l.PrNumber, l.PrUrl, l.CheckRunID, web, now))
 	}
 	return out
 }
@@ -201,7 +201,7 @@ func (u *UI) readItem(ctx context.Context, id uuid.UUID) (itemData, error) {
 		n := int32(p.PullRequestNumber)
 		prNumber, prURL = &n, &p.PullRequestURL
 	}
-	d.Row = rowOf(listedItem(w), prNumber, prURL, &d.View.CheckRunID, u.cfg.Now())
+	d.Row = rowOf(listedItem(w), prNumber, prURL, &d.View.CheckRunID, u.cfg.GitHubURL, u.cfg.Now())
 	d.Actions = actionsFor(d.Row)
 	if d.Deliveries, err = u.q.UIDeliveriesOfEntry(ctx, u.pool, &id); err != nil {
 		return d, fmt.Errorf("read the item's deliveries: %w", err)
@@ -218,7 +218,7 @@ func (u *UI) readItem(ctx context.Context, id uuid.UUID) (itemData, error) {
 		if err != nil {
 			return d, fmt.Errorf("read the subject's generations: %w", err)
 		}
-		d.Generations = slices.DeleteFunc(rowsOf(gens, u.cfg.Now()), func(r itemRow) bool { return r.EntryID == d.Row.EntryID })
+		d.Generations = slices.DeleteFunc(rowsOf(gens, u.cfg.GitHubURL, u.cfg.Now()), func(r itemRow) bool { return r.EntryID == d.Row.EntryID })
 	}
 	return d, nil
 }

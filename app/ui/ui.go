@@ -76,6 +76,9 @@ type Config struct {
 	// Refresh is how often the lists reload themselves (with JavaScript);
 	// 5s.
 	Refresh time.Duration
+	// GitHubURL is GitHub's web base URL with a trailing slash (GITHUB_URL),
+	// which links to check runs start with; https://github.com/ when empty.
+	GitHubURL string
 	// Reconciler, if set, backs the overview's missed-deliveries panel and
 	// the scan action; nil: the page says it is not configured.
 	Reconciler Reconciler
@@ -134,6 +137,9 @@ func New(pool *pgxpool.Pool, store *queue.Store, outbox *outbox.Outbox, cfg Conf
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.GitHubURL == "" {
+		cfg.GitHubURL = "https://github.com/"
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -52,6 +52,7 @@ type config struct {
 	WebhookSecrets []app.Secret
 	AppSlug        string
 	APIURL         string
+	WebURL         string // GITHUB_URL, with a trailing slash
 	RPCToken       app.Secret
 	RPCWorkerToken app.Secret // GITLEASE_RPC_WORKER_TOKEN: the lease-side methods only
 	UIToken        app.Secret // GITLEASE_UI_TOKEN
@@ -121,6 +122,7 @@ var settings = []setting{
 	{env: "GITHUB_WEBHOOK_SECRET_FILE", flag: "github-webhook-secret-file", help: "webhook secrets, path to a file holding them"},
 	{env: "GITHUB_APP_SLUG", flag: "github-app-slug", help: "the App's slug, to recognise its own bot (default: read from GET /app)"},
 	{env: "GITHUB_API_URL", flag: "github-api-url", def: "https://api.github.com/", help: "GitHub REST base URL (GitHub Enterprise Server, tests)"},
+	{env: "GITHUB_URL", flag: "github-url", def: "https://github.com/", help: "GitHub web base URL, for the manifest flow and links (GitHub Enterprise Server: https://HOST/)"},
 	{env: "GITLEASE_RPC_TOKEN", help: "bearer token for /rpc; unset disables /rpc", secret: true, file: "GITLEASE_RPC_TOKEN_FILE"},
 	{env: "GITLEASE_RPC_TOKEN_FILE", flag: "rpc-token-file", help: "bearer token for /rpc, path to a file holding it"},
 	{env: "GITLEASE_RPC_WORKER_TOKEN", help: "bearer token for /rpc limited to what a worker needs", secret: true, file: "GITLEASE_RPC_WORKER_TOKEN_FILE"},
@@ -242,6 +244,13 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	if !strings.HasSuffix(c.APIURL, "/") {
 		c.APIURL += "/"
+	}
+	c.WebURL = get("GITHUB_URL")
+	if u, err := url.Parse(c.WebURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		return c, &configError{Setting: "GITHUB_URL", Problem: fmt.Sprintf("%q is not an http(s) URL", c.WebURL)}
+	}
+	if !strings.HasSuffix(c.WebURL, "/") {
+		c.WebURL += "/"
 	}
 	for _, t := range []struct {
 		env string

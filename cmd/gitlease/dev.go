@@ -111,6 +111,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer, logger
 		cfg.UIToken = app.Secret(state.UIToken)
 	}
 	dryRun := !hasGitHubCredentials(cfg)
+	if dryRun {
+		cfg.WebURL = devHTMLURL + "/" // the dashboard links where the fake's html_url fields point
+	}
 	ready := func(addr string) {
 		printDevBanner(stdout, addr, string(cfg.WebhookSecrets[0]), string(cfg.RPCToken), pg, dryRun)
 		printDevDashboard(stdout, addr, string(cfg.UIToken))

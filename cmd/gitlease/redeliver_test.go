@@ -25,9 +25,14 @@ import (
 // enqueued once each; deliveries answered 401 (GitHub signing with a secret
 // serve does not know) are counted and left alone until `gitlease redeliver
 // --include-rejected`, which a dry run only lists.
+//
+// It runs against github.com and GitHub Enterprise Server.
 func TestServeRedeliversWhatItMissed(t *testing.T) {
 	t.Parallel()
-	gh := githubtest.New(t)
+	forEachGitHub(t, testServeRedeliversWhatItMissed)
+}
+
+func testServeRedeliversWhatItMissed(t *testing.T, gh *githubtest.Server) {
 	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
 	gh.AddInstallation(2311213, "octocat/Hello-World")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,8 +63,7 @@ func TestServeRedeliversWhatItMissed(t *testing.T) {
 
 	dbURL := dbtest.URL(t)
 	bin := buildGitlease(t)
-	env := append(devTestEnv(), "DATABASE_URL="+dbURL, fmt.Sprintf("PORT=%d", port), "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
-		"GITHUB_APP_ID="+fmt.Sprint(gh.AppID), "GITHUB_PRIVATE_KEY="+string(gh.PrivateKeyPEM), "GITHUB_API_URL="+gh.URL(),
+	env := append(append(devTestEnv(), githubEnv(gh)...), "DATABASE_URL="+dbURL, fmt.Sprintf("PORT=%d", port), "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
 		"GITLEASE_WORKER_SLOTS=0", "GITLEASE_REDELIVER_INTERVAL=1s")
 	_, out := startBinary(t, bin, env, "serve")
 	base := serveURL(t, out)

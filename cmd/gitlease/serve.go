@@ -193,7 +193,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, RPCWorkerToken: cfg.RPCWorkerToken, SelfLoggedRoutes: []string{"/webhook"}}, pool, handler, logger)
 	metrics.Register(srv.Echo())
 	setup, err := setup.New(setup.Config{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
-		APIURL: cfg.APIURL, AppConfigured: cfg.AppID != 0}, logger)
+		APIURL: cfg.APIURL, WebURL: cfg.WebURL, AppConfigured: cfg.AppID != 0}, logger)
 	if err != nil {
 		return err
 	}

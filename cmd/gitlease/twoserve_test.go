@@ -39,17 +39,21 @@ func serveURL(t *testing.T, out *lockedBuffer) string {
 // one database, each with its built-in worker and outbox sender, take 100
 // issue events between them: 100 branches, 100 pull requests, 100 check
 // runs concluded success, none doubled.
+//
+// It runs against github.com and GitHub Enterprise Server.
 func TestTwoServeProcessesShareOneDatabase(t *testing.T) {
 	t.Parallel()
+	forEachGitHub(t, testTwoServeProcesses, githubtest.ForbidRefUpdates())
+}
+
+func testTwoServeProcesses(t *testing.T, gh *githubtest.Server) {
 	const issues = 100
-	gh := githubtest.New(t, githubtest.ForbidRefUpdates())
 	gh.AddRepo("octocat", "Hello-World", 1296269, "main", true)
 	gh.AddInstallation(2311213, "octocat/Hello-World")
 	gh.ReserveNumbers("octocat/Hello-World", 5000)
 	dbURL := dbtest.URL(t)
 	bin := buildGitlease(t)
-	env := append(devTestEnv(), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
-		"GITHUB_APP_ID="+fmt.Sprint(gh.AppID), "GITHUB_PRIVATE_KEY="+string(gh.PrivateKeyPEM), "GITHUB_API_URL="+gh.URL(),
+	env := append(append(devTestEnv(), githubEnv(gh)...), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
 		"GITLEASE_WORKER_SLOTS=5", "GITLEASE_WORKER_EXEC=true",
 		"GITLEASE_GITHUB_WRITES_PER_SEC=0",   // 500 writes paced at 1/s would take 8 minutes
 		"GITLEASE_GITHUB_CONTENT_PER_HOUR=0") // and 400 content-creating ones at 80 a minute, 5

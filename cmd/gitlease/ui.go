@@ -38,7 +38,7 @@ func checkUITokens(c config) error {
 // registerDashboard adds /ui to the server: the dashboard, or 404s when
 // GITLEASE_UI_TOKEN is unset.
 func registerDashboard(e *echo.Echo, cfg config, pool *pgxpool.Pool, store *queue.Store, outbox *outbox.Outbox, rec *redeliver.Reconciler, logger *slog.Logger) error {
-	uiCfg := ui.Config{AdminToken: string(cfg.UIToken), ViewToken: string(cfg.UIViewToken)}
+	uiCfg := ui.Config{AdminToken: string(cfg.UIToken), ViewToken: string(cfg.UIViewToken), GitHubURL: cfg.WebURL}
 	if rec != nil {
 		uiCfg.Reconciler = dashboardReconciler{rec}
 	}
