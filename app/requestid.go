@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // requestIDKey carries a request's ID in its context.
@@ -21,13 +22,18 @@ func requestID(ctx context.Context) string {
 }
 
 // LogHandler wraps a slog.Handler so that every record logged with a
-// request's context (InfoContext and friends) carries its request_id.
+// request's context (InfoContext and friends) carries its request_id, and
+// every record logged inside a trace (a context holding a valid span) its
+// trace_id and span_id.
 type LogHandler struct{ slog.Handler }
 
 // Handle implements slog.Handler.
 func (h LogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := requestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gitlease/gitlease/app/tracing"
 	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/queue/rpc"
 )
@@ -37,6 +38,8 @@ type ServerConfig struct {
 	// each request itself, with its status (the webhook intake's delivery
 	// line): the request log writes none for them.
 	SelfLoggedRoutes []string
+	// Tracing, if set, makes every /rpc call a server span.
+	Tracing *tracing.Provider
 }
 
 // Secret is a credential that never prints: slog and fmt show it redacted.
@@ -73,7 +76,11 @@ func NewServer(cfg ServerConfig, pool *pgxpool.Pool, rpcHandler *rpc.Handler, lo
 	e.Use(requestLog(logger, quiet))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
-	e.POST("/rpc", s.handleRPC)
+	var rpcMiddleware []echo.MiddlewareFunc
+	if cfg.Tracing != nil {
+		rpcMiddleware = append(rpcMiddleware, echo.WrapMiddleware(func(h http.Handler) http.Handler { return cfg.Tracing.Handler("/rpc", h) }))
+	}
+	e.POST("/rpc", s.handleRPC, rpcMiddleware...)
 	return s
 }
 

@@ -30,6 +30,7 @@ type preparedEnqueue struct {
 	expireAfter *int64
 	expiresAt   *time.Time
 	source      string
+	traceParent string
 }
 
 // ValidateReservation checks r as a RepositoryReservation: repository
@@ -98,6 +99,7 @@ func prepareEnqueue(p EnqueueParams) (preparedEnqueue, error) {
 	}
 	pe.subject = d.Subject
 	pe.source = SourceRPC
+	pe.traceParent = p.TraceParent
 	if p.FromGitHub {
 		pe.source = SourceGitHub
 	}
@@ -344,7 +346,7 @@ func insertedRow(p dbq.WorkItemInsertNextGenerationParams, chosen dbq.WorkItemIn
 		RunAt: p.RunAt, RunAtTime: micro(p.RunAtTime), ExpireAfterSecs: p.ExpireAfterSecs, ExpiresAfter: micro(p.ExpiresAfter),
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
 		Repository: p.Repository, BaseRef: p.BaseRef, HeadRef: p.HeadRef, CollisionKey: chosen.CollisionKey,
-		Source: p.Source,
+		Source: p.Source, TraceParent: p.TraceParent,
 	}
 }
 
@@ -369,6 +371,9 @@ func (s *Store) insertParams(pe preparedEnqueue, now time.Time) dbq.WorkItemInse
 	}
 	if pe.res != nil {
 		ins.Repository, ins.BaseRef, ins.HeadRef = &pe.res.Repository, &pe.res.BaseRef, &pe.res.HeadRef
+	}
+	if pe.traceParent != "" {
+		ins.TraceParent = &pe.traceParent
 	}
 	return ins
 }

@@ -83,6 +83,7 @@ func (s *Store) EnqueueGroupTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParam
 			args.BaseRefs = append(args.BaseRefs, m.pe.res.BaseRef)
 			args.HeadRefs = append(args.HeadRefs, m.pe.res.HeadRef)
 			args.Sources = append(args.Sources, m.pe.source)
+			args.TraceParents = append(args.TraceParents, m.pe.traceParent)
 		}
 		rows, err := s.q.WorkItemInsertNextGenerations(ctx, tx, args)
 		if err != nil {

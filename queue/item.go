@@ -43,6 +43,10 @@ type Item struct {
 // It is the same value the stored dispatch's subject holds.
 func (it Item) EnqueuedSubject() *SubjectRef { return it.subject }
 
+// TraceParent is the W3C traceparent of the trace the item belongs to
+// ("" when it was enqueued without one).
+func (it Item) TraceParent() string { return dbq.Deref(it.row.TraceParent) }
+
 // EntryID is the item's UUID.
 func (it Item) EntryID() string { return it.row.ID.String() }
 
@@ -134,6 +138,7 @@ func entryOf(w dbq.WorkItem) Entry {
 		WorkflowID:      dbq.Deref(w.WorkflowID),
 		EnqueuedAt:      EntryTime{w.EnqueuedAt},
 		RunAt:           dbq.Deref(w.RunAt),
+		TraceParent:     dbq.Deref(w.TraceParent),
 	}
 	if w.AssignedAt != nil {
 		e.AssignedAt = &EntryTime{*w.AssignedAt}

@@ -18,6 +18,11 @@ type EnqueueParams struct {
 	// (docs/queue.md). It is never decoded from a request (json:"-"): no queue API
 	// caller can set it, whatever its dispatch says.
 	FromGitHub bool `json:"-"`
+	// TraceParent, if set, is the W3C traceparent of the trace the item
+	// belongs to (the delivery that created it), stored with it so the work
+	// it causes joins that trace. Like FromGitHub, never decoded from a
+	// request.
+	TraceParent string `json:"-"`
 }
 
 // EnqueueResult is the answer to an enqueue (QueueEnqueueV2Response).

@@ -91,6 +91,10 @@ type Entry struct {
 	HeldAt          *EntryTime      `json:"held_at,omitempty"`
 	RunAt           string          `json:"run_at,omitempty"`
 	ExpireAfterSecs *uint64         `json:"expire_after_secs,omitempty"`
+	// TraceParent is the W3C traceparent of the item's trace (gitlease's
+	// addition to QueueEntry, which is not strict; omitted when none), so a
+	// remote worker's command joins it as the built-in worker's does.
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // Stats counts the live queue (QueueStats on the wire).

@@ -218,7 +218,7 @@ func (h *Handler) commitGroup(ctx context.Context, g []*member) {
 func (h *Handler) recordGroup(ctx context.Context, tx pgx.Tx, g []*member) (bool, error) {
 	ps := make([]queue.EnqueueParams, len(g))
 	for i, m := range g {
-		ps[i] = enqueueParams(m.a.decision)
+		ps[i] = enqueueParams(m.a.decision, m.a.traceParent)
 	}
 	answers, err := h.store.EnqueueGroupTx(ctx, tx, ps)
 	if err != nil {
@@ -231,7 +231,7 @@ func (h *Handler) recordGroup(ctx context.Context, tx pgx.Tx, g []*member) (bool
 			m.alone, m.full = true, true
 			continue
 		}
-		res := Result{Event: m.a.event, Decision: m.a.decision, Response: Response{DeliveryID: m.a.deliveryID}}
+		res := Result{Event: m.a.event, Decision: m.a.decision, TraceParent: m.a.traceParent, Response: Response{DeliveryID: m.a.deliveryID}}
 		res, stored, err := enqueueAnswer(res, answers[i].Result, answers[i].Err)
 		var rb *rollbackError
 		switch {

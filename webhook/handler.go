@@ -16,6 +16,10 @@ import (
 	"github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/gitlease/gitlease/db"
 	"github.com/gitlease/gitlease/db/dbq"
@@ -86,6 +90,9 @@ type Result struct {
 	Response
 	Event    string
 	Decision Decision
+	// TraceParent is the delivery's trace (W3C traceparent of its record
+	// span), "" untraced: the outbox rows written for it join that trace.
+	TraceParent string
 	// status overrides Outcome.Status for a rolled-back delivery.
 	status int
 }
@@ -135,7 +142,14 @@ type HandlerConfig struct {
 	// after its transaction ended: its size and whether it committed (when
 	// not, its deliveries were recorded one by one).
 	OnGroup func(size int, committed bool)
+	// TracerProvider, if set, traces each delivery: a "webhook verify" span
+	// and a "webhook record" span for its transaction, children of the
+	// request's span (docs/observability.md). Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
+
+// tracerName names the intake's spans' instrumentation scope.
+const tracerName = "github.com/gitlease/gitlease/webhook"
 
 // DefaultTimeout is HandlerConfig.Timeout's default.
 const DefaultTimeout = 2 * time.Second
@@ -153,6 +167,7 @@ type Handler struct {
 	budget   *bodyBudget
 	group    *committer // nil: every delivery alone
 	bodies   chunkPool
+	tracer   trace.Tracer
 }
 
 // NewHandler returns the webhook endpoint over store, verifying with
@@ -179,8 +194,12 @@ func NewHandler(store *queue.Store, verifier *Verifier, mapper *Mapper, logger *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
+	}
 	return &Handler{store: store, verifier: verifier, mapper: mapper, q: dbq.New(), logger: logger, cfg: cfg,
-		budget: newBodyBudget(cfg.MaxInflightBody), group: newCommitter(cfg.GroupSize, cfg.Groups)}
+		budget: newBodyBudget(cfg.MaxInflightBody), group: newCommitter(cfg.GroupSize, cfg.Groups),
+		tracer: cfg.TracerProvider.Tracer(tracerName)}
 }
 
 // ServeHTTP handles one delivery. Before anything is stored it answers, in
@@ -221,12 +240,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, lg, http.StatusBadRequest, Echoable(deliveryID), msg)
 		return
 	}
+	_, verifySpan := h.tracer.Start(r.Context(), "webhook verify")
 	// Verified chunk by chunk: a body without the secret is never copied.
 	secretIndex, err := h.verifier.VerifyParts(r.Header.Get(SignatureHeader), raw.parts()...)
 	if err != nil {
+		verifySpan.SetStatus(codes.Error, err.Error())
+		verifySpan.End()
 		h.reject(w, lg, http.StatusUnauthorized, deliveryID, err.Error())
 		return
 	}
+	verifySpan.End()
 	body := raw.bytes()
 	payload, err := DecodeBody(r.Header.Get("Content-Type"), body)
 	if err != nil {
@@ -259,10 +282,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	sum := sha256.Sum256(body)
-	res, err := h.record(r.Context(), arrival{
+	recordCtx, recordSpan := h.tracer.Start(r.Context(), "webhook record")
+	res, err := h.record(recordCtx, arrival{
 		event: event, deliveryID: deliveryID, secretIndex: secretIndex,
-		bodySHA256: hex.EncodeToString(sum[:]), decision: dec,
+		bodySHA256: hex.EncodeToString(sum[:]), decision: dec, traceParent: queue.TraceParent(recordCtx),
 	})
+	endRecordSpan(recordSpan, res, err)
 	if err != nil {
 		if unavailable(err) {
 			lg.failed(slog.LevelError, "webhook delivery not recorded: database unavailable", err)
@@ -293,6 +318,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, res.Status(), res.Response)
 	lg.line(slog.LevelInfo, "webhook delivery", res.Status())
 	h.answered(string(res.Outcome))
+}
+
+// endRecordSpan ends a delivery's record span with what came of it.
+func endRecordSpan(span trace.Span, res Result, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	switch {
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "not recorded")
+	case res.Error != "":
+		span.SetStatus(codes.Error, res.Error)
+	}
+	span.SetAttributes(attribute.String("gitlease.delivery.outcome", string(res.Outcome)))
+	if res.EntryID != "" {
+		span.SetAttributes(attribute.String("gitlease.entry_id", res.EntryID))
+	}
+	span.End()
 }
 
 // deliveryLog collects what is known about a delivery as the intake goes,

@@ -21,6 +21,8 @@ type arrival struct {
 	secretIndex       int
 	bodySHA256        string
 	decision          Decision
+	// traceParent is the delivery's trace (its record span), "" untraced.
+	traceParent string
 }
 
 // rollbackError ends the transaction without committing anything and
@@ -161,7 +163,7 @@ func (h *Handler) recordFull(ctx context.Context, tx pgx.Tx, a arrival) (Result,
 
 // redelivery answers an arrival whose delivery ID was recorded before.
 func redelivery(row dbq.DeliveryRecordRow, a arrival) Result {
-	res := Result{Event: a.event, Decision: a.decision, Response: Response{DeliveryID: a.deliveryID}}
+	res := Result{Event: a.event, Decision: a.decision, TraceParent: a.traceParent, Response: Response{DeliveryID: a.deliveryID}}
 	if row.BodySha256 != a.bodySHA256 {
 		res.Outcome = OutcomeIdempotencyConflict
 		res.Reason = "this delivery ID was first received with another body"
@@ -188,7 +190,7 @@ func redelivery(row dbq.DeliveryRecordRow, a arrival) Result {
 // replay (stored as the enqueue it replays).
 func (h *Handler) act(ctx context.Context, tx pgx.Tx, a arrival, optimistic bool) (Result, Outcome, error) {
 	dec := a.decision
-	res := Result{Event: a.event, Decision: dec, Response: Response{DeliveryID: a.deliveryID}}
+	res := Result{Event: a.event, Decision: dec, TraceParent: a.traceParent, Response: Response{DeliveryID: a.deliveryID}}
 	switch dec.Kind {
 	case KindCancel:
 		cr, err := h.store.CancelSubjectTx(ctx, tx, dec.QualifiedID)
@@ -234,14 +236,15 @@ func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res Result, optimistic
 	if optimistic {
 		enqueue = h.store.EnqueueTxOptimistic
 	}
-	er, err := enqueue(ctx, tx, enqueueParams(res.Decision))
+	er, err := enqueue(ctx, tx, enqueueParams(res.Decision, res.TraceParent))
 	return enqueueAnswer(res, er, err)
 }
 
 // enqueueParams is the enqueue of decision d.
-func enqueueParams(d Decision) queue.EnqueueParams {
+func enqueueParams(d Decision, traceParent string) queue.EnqueueParams {
 	p := d.Enqueue
 	p.FromGitHub = true // this delivery's signature verified
+	p.TraceParent = traceParent
 	return p
 }
 

@@ -21,8 +21,8 @@ const maxDispatchEnv = 64 << 10
 // childEnv is a command's environment: the variables of base on the
 // allow-list (PATH, LANG, LC_ALL, LC_CTYPE, TZ) or named in pass (the
 // first of each), then the item's variables. Nothing else of base reaches
-// the command, whatever its name: the item's GITLEASE_* variables and
-// GITHUB_TOKEN are added by the worker itself, HOME, TMPDIR and
+// the command, whatever its name: the item's GITLEASE_* variables,
+// TRACEPARENT and GITHUB_TOKEN are added by the worker itself, HOME, TMPDIR and
 // GITLEASE_DISPATCH_FILE by the sandbox (the command's own room).
 func childEnv(base, pass []string, item []string) []string {
 	want := map[string]bool{"PATH": true, "LANG": true, "LC_ALL": true, "LC_CTYPE": true, "TZ": true}

@@ -168,9 +168,12 @@ type job struct {
 	w        *Worker
 	entryID  string
 	dispatch json.RawMessage
-	meta     webhook.ItemMeta
-	isGitHub bool // the dispatch names a GitHub subject and the item came from a verified delivery, as far as the worker knows yet
-	log      *slog.Logger
+	// traceParent is the item's trace (W3C), passed to the command as
+	// TRACEPARENT; "" when the item has none.
+	traceParent string
+	meta        webhook.ItemMeta
+	isGitHub    bool // the dispatch names a GitHub subject and the item came from a verified delivery, as far as the worker knows yet
+	log         *slog.Logger
 
 	mu    sync.Mutex
 	fence queue.Fence
@@ -181,7 +184,7 @@ type job struct {
 }
 
 func newJob(w *Worker, fe queue.FencedEntry) *job {
-	j := &job{w: w, entryID: fe.Execution.QueueLease.EntryID, dispatch: fe.Entry.SubjectDispatch, fence: fe.Execution,
+	j := &job{w: w, entryID: fe.Execution.QueueLease.EntryID, dispatch: fe.Entry.SubjectDispatch, traceParent: fe.Entry.TraceParent, fence: fe.Execution,
 		lost: make(chan struct{})}
 	j.meta, j.isGitHub = webhook.ReadMeta(fe.Entry.SubjectDispatch)
 	attrs := []any{"entry_id", j.entryID, // owner_id comes with the worker's logger
@@ -403,6 +406,12 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 		pass = append(slices.Clone(pass), "GITHUB_TOKEN")
 	}
 	env := childEnv(cfg.Env, pass, itemEnv(j.currentFence(), j.dispatch, j.meta, prov))
+	if j.traceParent != "" {
+		// W3C trace context in the environment (OpenTelemetry's
+		// environment-carrier convention): the command's own spans join the
+		// item's trace.
+		env = append(env, "TRACEPARENT="+j.traceParent)
+	}
 	secrets := passedValues(cfg.Env, pass)
 	var tokenNote string
 	// The built-in worker hands out a token minted for this item alone,

@@ -19,6 +19,7 @@ import (
 	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/app/redeliver"
 	"github.com/gitlease/gitlease/app/setup"
+	"github.com/gitlease/gitlease/app/tracing"
 	"github.com/gitlease/gitlease/app/worker"
 	"github.com/gitlease/gitlease/app/worker/sandbox"
 
@@ -168,13 +169,18 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	defer pool.Close()
 	metrics := app.NewMetrics(pool)
 	metrics.InstallationCap(cfg.MaxAssignedPerInstallation)
+	traces, err := startTracing(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(ctx, traces, logger)
 	notifier := worker.NewNotifier(pool, logger)
 	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger) // wakes every instance's sender
 	box := outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
 	items := outbox.NewItems(pool)
 	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, MaxAssignedPerInstallation: cfg.MaxAssignedPerInstallation, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
 	// GitHub's limits reach every instance's leases through the database.
-	gh, err := githubInstallations(cfg, fallback, metrics.Transport, github.NewBudgets(pool, store, logger), logger)
+	gh, err := githubInstallations(cfg, fallback, githubTransport(cfg, traces, metrics), github.NewBudgets(pool, store, logger), logger)
 	if err != nil {
 		return err
 	}
@@ -190,7 +196,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 		services.Add(service.Of("GitHub outbox sender", outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL}, logger)))
 	}
 	handler := rpc.NewHandler(store, version, logger)
-	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, RPCWorkerToken: cfg.RPCWorkerToken, SelfLoggedRoutes: []string{"/webhook"}}, pool, handler, logger)
+	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, RPCWorkerToken: cfg.RPCWorkerToken, SelfLoggedRoutes: []string{"/webhook"}, Tracing: traces}, pool, handler, logger)
 	metrics.Register(srv.Echo())
 	setup, err := setup.New(setup.Config{ManifestYAML: gitlease.ManifestYAML, PublicURL: cfg.PublicURL,
 		APIURL: cfg.APIURL, WebURL: cfg.WebURL, AppConfigured: cfg.AppID != 0}, logger)
@@ -207,11 +213,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if err := registerDashboard(srv.Echo(), cfg, pool, store, box, rec, logger); err != nil {
 		return err
 	}
-	intake, err := newIntake(ctx, cfg, store, gh, box, items, metrics, logger)
+	intake, err := newIntake(ctx, cfg, store, gh, box, items, metrics, traces, logger)
 	if err != nil {
 		return err
 	}
-	srv.Echo().POST("/webhook", echo.WrapHandler(intake))
+	srv.Echo().POST("/webhook", echo.WrapHandler(traces.Handler("/webhook", intake)))
 	for _, p := range []struct {
 		name string
 		*prune.Pruner
@@ -276,7 +282,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 // newIntake builds the POST /webhook handler. Without GitHub App
 // credentials (gh nil) a comment command on a pull request cannot look the
 // pull request up and is ignored.
-func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, box *outbox.Outbox, items *outbox.Items, metrics *app.Metrics, logger *slog.Logger) (*webhook.Handler, error) {
+func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.Installations, box *outbox.Outbox, items *outbox.Items, metrics *app.Metrics, traces *tracing.Provider, logger *slog.Logger) (*webhook.Handler, error) {
 	secrets := make([]string, len(cfg.WebhookSecrets))
 	for i, s := range cfg.WebhookSecrets {
 		secrets[i] = string(s)
@@ -302,7 +308,7 @@ func newIntake(ctx context.Context, cfg config, store *queue.Store, gh *github.I
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_BRANCH_PREFIX", Problem: err.Error()}
 	}
-	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: metrics.Delivery, OnOutcome: box.DeliveryFeedback,
+	return webhook.NewHandler(store, verifier, mapper, logger, webhook.HandlerConfig{OnAnswer: metrics.Delivery, OnOutcome: box.DeliveryFeedback, TracerProvider: traces.TracerProvider(),
 		MaxInflightBody: cfg.MaxInflightBody, CheckSuites: items,
 		GroupSize: cfg.IntakeGroupSize, Groups: cfg.IntakeGroups, OnGroup: metrics.IntakeGroup}), nil
 }

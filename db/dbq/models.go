@@ -76,6 +76,7 @@ type Outbox struct {
 	FinishedAt       *time.Time
 	ProgressAttempts int32
 	LastAnswer       *string
+	TraceParent      *string
 }
 
 type Redelivery struct {
@@ -149,6 +150,7 @@ type WorkItem struct {
 	ResultNote         *string
 	Source             string
 	InstallationID     int64
+	TraceParent        *string
 }
 
 type WorkItemAudit struct {

@@ -49,7 +49,7 @@ WHERE o.id IN (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer, trace_parent
 `
 
 type OutboxClaimBatchParams struct {
@@ -89,6 +89,7 @@ func (q *Queries) OutboxClaimBatch(ctx context.Context, db DBTX, arg OutboxClaim
 			&i.FinishedAt,
 			&i.ProgressAttempts,
 			&i.LastAnswer,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -326,7 +327,7 @@ const outboxRetryFailed = `-- name: OutboxRetryFailed :one
 UPDATE outbox
 SET status = 'pending', finished_at = NULL, available_at = $1::timestamptz, locked_until = NULL
 WHERE id = $2 AND status = 'failed'
-RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer
+RETURNING id, lane, kind, entry_id, payload, created_at, available_at, locked_until, attempts, last_error, status, finished_at, progress_attempts, last_answer, trace_parent
 `
 
 type OutboxRetryFailedParams struct {
@@ -354,6 +355,7 @@ func (q *Queries) OutboxRetryFailed(ctx context.Context, db DBTX, arg OutboxRetr
 		&i.FinishedAt,
 		&i.ProgressAttempts,
 		&i.LastAnswer,
+		&i.TraceParent,
 	)
 	return i, err
 }

@@ -62,7 +62,7 @@ WHERE status IN ('pending', 'held')
   AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
   AND (cardinality($3::text[]) = 0
        OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemCancelInstallationParams struct {
@@ -116,6 +116,7 @@ func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg W
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -132,7 +133,7 @@ UPDATE work_items
 SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status IN ('pending', 'held')
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemCancelSubjectParams struct {
@@ -184,6 +185,7 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -202,7 +204,7 @@ WHERE w.id = $4 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemCompleteParams struct {
@@ -271,6 +273,7 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -303,7 +306,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemDropParams struct {
@@ -347,6 +350,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -354,7 +358,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 const workItemDropWaiting = `-- name: WorkItemDropWaiting :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemDropWaitingParams struct {
@@ -399,6 +403,7 @@ func (q *Queries) WorkItemDropWaiting(ctx context.Context, db DBTX, arg WorkItem
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -416,12 +421,12 @@ WITH swept AS (
     )
     RETURNING id
 )
-(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id FROM work_items w WHERE w.id IN (SELECT id FROM swept))
+(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent FROM work_items w WHERE w.id IN (SELECT id FROM swept))
 UNION ALL
-(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source, k.installation_id FROM work_items k
+(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source, k.installation_id, k.trace_parent FROM work_items k
  WHERE $2::text <> '' AND k.idempotency_key = $2::text)
 UNION ALL
-(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source, s.installation_id FROM work_items s
+(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source, s.installation_id, s.trace_parent FROM work_items s
  WHERE s.canonical_id = $3::text
    AND s.status IN ('pending', 'assigned', 'held')
    AND ((s.subject_generation IS NOT NULL) OR (s.subject_generation IS NULL AND s.status IN ('pending', 'held')))
@@ -429,7 +434,7 @@ UNION ALL
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
 UNION ALL
-(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source, r.installation_id FROM work_items r
+(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source, r.installation_id, r.trace_parent FROM work_items r
  WHERE $4::text <> ''
    AND r.collision_key = lower(btrim($5::text)) || E'\n' || $4::text
    AND r.status IN ('pending', 'assigned', 'held')
@@ -506,6 +511,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 			&i.WorkItem.ResultNote,
 			&i.WorkItem.Source,
 			&i.WorkItem.InstallationID,
+			&i.WorkItem.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -518,7 +524,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 }
 
 const workItemExpiredLeases = `-- name: WorkItemExpiredLeases :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE status = 'assigned' AND lease_expires_at <= $1::timestamptz
   AND lease_generation > 0 AND starts_with(lease_owner, $2::text)
 ORDER BY lease_expires_at
@@ -575,6 +581,7 @@ func (q *Queries) WorkItemExpiredLeases(ctx context.Context, db DBTX, arg WorkIt
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -593,7 +600,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -659,12 +666,13 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -706,12 +714,13 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -750,12 +759,13 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -794,6 +804,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -801,7 +812,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -846,6 +857,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -853,7 +865,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemHoldParams struct {
@@ -897,6 +909,7 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -912,7 +925,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemInsertParams struct {
@@ -989,6 +1002,7 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -1018,12 +1032,13 @@ WITH gen AS (
 INSERT INTO work_items (
     id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
     dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
-    idempotency_key, request_hash, repository, base_ref, head_ref, source
+    idempotency_key, request_hash, repository, base_ref, head_ref, source, trace_parent
 )
 SELECT $1, 'pending', true, $2::text, $2::text, gen.last_generation,
     $3, $4, $5, $6, $7,
     $8, $9, $10,
-    $11, $12, $13, $14, $15
+    $11, $12, $13, $14, $15,
+    $16
 FROM gen
 RETURNING position, subject_generation, collision_key
 `
@@ -1044,6 +1059,7 @@ type WorkItemInsertNextGenerationParams struct {
 	BaseRef         *string
 	HeadRef         *string
 	Source          string
+	TraceParent     *string
 }
 
 type WorkItemInsertNextGenerationRow struct {
@@ -1084,6 +1100,7 @@ func (q *Queries) WorkItemInsertNextGeneration(ctx context.Context, db DBTX, arg
 		arg.BaseRef,
 		arg.HeadRef,
 		arg.Source,
+		arg.TraceParent,
 	)
 	var i WorkItemInsertNextGenerationRow
 	err := row.Scan(&i.Position, &i.SubjectGeneration, &i.CollisionKey)
@@ -1096,10 +1113,11 @@ WITH input AS (
         ($4::text[])[ord] AS task_id, ($5::jsonb[])[ord] AS dispatch,
         ($6::text[])[ord] AS idempotency_key, ($7::text[])[ord] AS request_hash,
         ($8::text[])[ord] AS repository, ($9::text[])[ord] AS base_ref,
-        ($10::text[])[ord] AS head_ref, ($11::text[])[ord] AS source
+        ($10::text[])[ord] AS head_ref, ($11::text[])[ord] AS source,
+        ($12::text[])[ord] AS trace_parent
     FROM generate_subscripts($2::uuid[], 1) AS ord
 ), free AS (
-    SELECT i.ord, i.id, i.canonical_id, i.task_id, i.dispatch, i.idempotency_key, i.request_hash, i.repository, i.base_ref, i.head_ref, i.source FROM input i
+    SELECT i.ord, i.id, i.canonical_id, i.task_id, i.dispatch, i.idempotency_key, i.request_hash, i.repository, i.base_ref, i.head_ref, i.source, i.trace_parent FROM input i
     LEFT JOIN LATERAL (
         SELECT true AS taken FROM work_items k WHERE k.idempotency_key = i.idempotency_key LIMIT 1
     ) key ON true
@@ -1131,10 +1149,11 @@ WITH input AS (
 )
 INSERT INTO work_items (
     id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
-    dispatch, enqueued_at, idempotency_key, request_hash, repository, base_ref, head_ref, source
+    dispatch, enqueued_at, idempotency_key, request_hash, repository, base_ref, head_ref, source, trace_parent
 )
 SELECT f.id, 'pending', true, f.canonical_id, f.canonical_id, gen.last_generation, NULLIF(f.task_id, ''),
-    f.dispatch, $1, f.idempotency_key, f.request_hash, f.repository, f.base_ref, f.head_ref, f.source
+    f.dispatch, $1, f.idempotency_key, f.request_hash, f.repository, f.base_ref, f.head_ref, f.source,
+    NULLIF(f.trace_parent, '')
 FROM free f JOIN gen ON gen.qualified_id = f.canonical_id
 ORDER BY f.ord
 RETURNING id, position, subject_generation, collision_key
@@ -1152,6 +1171,7 @@ type WorkItemInsertNextGenerationsParams struct {
 	BaseRefs        []string
 	HeadRefs        []string
 	Sources         []string
+	TraceParents    []string
 }
 
 type WorkItemInsertNextGenerationsRow struct {
@@ -1168,7 +1188,7 @@ type WorkItemInsertNextGenerationsRow struct {
 // what the statement began with, not its own rows: the caller sends rows
 // that differ in key, subject and reservation. Rows go in the order sent,
 // which locks the subjects' generation rows in that order. Every row has a
-// key and a reservation; an empty task ID is none.
+// key and a reservation; an empty task ID or trace parent is none.
 //
 // The probes are LATERAL lookups, one index probe per row whatever the
 // planner guesses of the group's size: as NOT EXISTS, a large guess made
@@ -1188,6 +1208,7 @@ func (q *Queries) WorkItemInsertNextGenerations(ctx context.Context, db DBTX, ar
 		arg.BaseRefs,
 		arg.HeadRefs,
 		arg.Sources,
+		arg.TraceParents,
 	)
 	if err != nil {
 		return nil, err
@@ -1234,7 +1255,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent
 `
 
 type WorkItemLeaseManyParams struct {
@@ -1299,6 +1320,7 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -1315,7 +1337,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -1366,6 +1388,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -1373,7 +1396,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -1418,12 +1441,13 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -1480,6 +1504,7 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -1495,7 +1520,7 @@ const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1534,12 +1559,13 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id 
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1594,6 +1620,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -1606,7 +1633,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND ((subject_generation IS NOT NULL) OR (subject_generation IS NULL AND status IN ('pending', 'held')))
@@ -1654,6 +1681,7 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -1710,7 +1738,7 @@ SET status = 'pending', assigned_at = NULL,
     workflow_id = CASE WHEN lease_generation = 0 THEN NULL ELSE workflow_id END,
     lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
 WHERE id = $1 AND status = 'assigned' AND lease_expires_at <= $2::timestamptz
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemReclaimExpiredParams struct {
@@ -1758,6 +1786,7 @@ func (q *Queries) WorkItemReclaimExpired(ctx context.Context, db DBTX, arg WorkI
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -1771,7 +1800,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRecoverParams struct {
@@ -1840,6 +1869,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -1847,7 +1877,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1886,6 +1916,7 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -1897,7 +1928,7 @@ WHERE w.id = $1 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $2, $3, $4,
         $5, $6, $7,
         $8, $9, $10)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemReleasePendingParams struct {
@@ -1960,6 +1991,7 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -1972,7 +2004,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRenewParams struct {
@@ -2039,6 +2071,7 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.ResultNote,
 		&i.Source,
 		&i.InstallationID,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -2048,7 +2081,7 @@ UPDATE work_items
 SET cancel_requested_at = $1::timestamptz
 WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRequestCancelParams struct {
@@ -2099,6 +2132,7 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -2117,7 +2151,7 @@ WHERE status = 'assigned' AND cancel_requested_at IS NULL
   AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
   AND (cardinality($3::text[]) = 0
        OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRequestCancelInstallationParams struct {
@@ -2170,6 +2204,7 @@ func (q *Queries) WorkItemRequestCancelInstallation(ctx context.Context, db DBTX
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -2236,7 +2271,7 @@ WHERE id IN (
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 // Drops pending entries whose run_at + expire_after_secs has passed, a
@@ -2285,6 +2320,7 @@ func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Ti
 			&i.ResultNote,
 			&i.Source,
 			&i.InstallationID,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}

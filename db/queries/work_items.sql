@@ -333,12 +333,13 @@ WITH gen AS (
 INSERT INTO work_items (
     id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
     dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after,
-    idempotency_key, request_hash, repository, base_ref, head_ref, source
+    idempotency_key, request_hash, repository, base_ref, head_ref, source, trace_parent
 )
 SELECT @id, 'pending', true, @canonical_id::text, @canonical_id::text, gen.last_generation,
     sqlc.narg('task_id'), @dispatch, @enqueued_at, sqlc.narg('run_at'), sqlc.narg('run_at_time'),
     sqlc.narg('expire_after_secs'), sqlc.narg('expires_after'), sqlc.narg('idempotency_key'),
-    @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'), @source
+    @request_hash, sqlc.narg('repository'), sqlc.narg('base_ref'), sqlc.narg('head_ref'), @source,
+    sqlc.narg('trace_parent')
 FROM gen
 -- Only what the database chose: the caller holds every value it sent, and
 -- scanning the whole row back (or sending the ~12 KB dispatch back) cost
@@ -353,7 +354,7 @@ RETURNING position, subject_generation, collision_key;
 -- what the statement began with, not its own rows: the caller sends rows
 -- that differ in key, subject and reservation. Rows go in the order sent,
 -- which locks the subjects' generation rows in that order. Every row has a
--- key and a reservation; an empty task ID is none.
+-- key and a reservation; an empty task ID or trace parent is none.
 --
 -- The probes are LATERAL lookups, one index probe per row whatever the
 -- planner guesses of the group's size: as NOT EXISTS, a large guess made
@@ -365,7 +366,8 @@ WITH input AS (
         (@task_ids::text[])[ord] AS task_id, (@dispatches::jsonb[])[ord] AS dispatch,
         (@idempotency_keys::text[])[ord] AS idempotency_key, (@request_hashes::text[])[ord] AS request_hash,
         (@repositories::text[])[ord] AS repository, (@base_refs::text[])[ord] AS base_ref,
-        (@head_refs::text[])[ord] AS head_ref, (@sources::text[])[ord] AS source
+        (@head_refs::text[])[ord] AS head_ref, (@sources::text[])[ord] AS source,
+        (@trace_parents::text[])[ord] AS trace_parent
     FROM generate_subscripts(@ids::uuid[], 1) AS ord
 ), free AS (
     SELECT i.* FROM input i
@@ -400,10 +402,11 @@ WITH input AS (
 )
 INSERT INTO work_items (
     id, status, is_v2, subject_id, canonical_id, subject_generation, task_id,
-    dispatch, enqueued_at, idempotency_key, request_hash, repository, base_ref, head_ref, source
+    dispatch, enqueued_at, idempotency_key, request_hash, repository, base_ref, head_ref, source, trace_parent
 )
 SELECT f.id, 'pending', true, f.canonical_id, f.canonical_id, gen.last_generation, NULLIF(f.task_id, ''),
-    f.dispatch, @enqueued_at, f.idempotency_key, f.request_hash, f.repository, f.base_ref, f.head_ref, f.source
+    f.dispatch, @enqueued_at, f.idempotency_key, f.request_hash, f.repository, f.base_ref, f.head_ref, f.source,
+    NULLIF(f.trace_parent, '')
 FROM free f JOIN gen ON gen.qualified_id = f.canonical_id
 ORDER BY f.ord
 RETURNING id, position, subject_generation, collision_key;
