@@ -86,7 +86,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 			Message: fmt.Sprintf("Delivery %s (%s) for %s wanted %s, which generation %d of %s holds (entry %s).", r.DeliveryID, eventAction(r), r.Decision.QualifiedID, headRef, gen, qid, r.EntryID)}
 	}
 	ann.RawDetails = raw
-	if err := o.checkRunByID(ctx, tx, holder.ID(), checkRunUpdate{Annotations: []Annotation{ann}}); err != nil {
+	if err := o.checkRunByID(ctx, tx, holder.ID(), r.TraceParent, checkRunUpdate{Annotations: []Annotation{ann}}); err != nil {
 		return err
 	}
 
@@ -120,7 +120,7 @@ func (o *Outbox) DeliveryFeedback(ctx context.Context, tx pgx.Tx, r webhook.Resu
 		sc.Summary = fmt.Sprintf("gitlease did not queue this commit: %s is still running for this pull request. "+
 			"It runs to the end first; push again after it finishes to queue the next generation.", where)
 	}
-	return o.standalone(ctx, tx, sc)
+	return o.standalone(ctx, tx, r.TraceParent, sc)
 }
 
 func eventAction(r webhook.Result) string {
@@ -149,8 +149,8 @@ func pullRequestOf(hm webhook.ItemMeta, g dbq.GithubItem) string {
 	return ""
 }
 
-func (o *Outbox) checkRunByID(ctx context.Context, tx pgx.Tx, id uuid.UUID, u checkRunUpdate) error {
-	return o.insert(ctx, tx, "checks/"+id.String(), kindCheckRun, &id, u)
+func (o *Outbox) checkRunByID(ctx context.Context, tx pgx.Tx, id uuid.UUID, traceParent string, u checkRunUpdate) error {
+	return o.insert(ctx, tx, "checks/"+id.String(), kindCheckRun, &id, traceParent, u)
 }
 
 // stopInstallation marks the pending outbox rows of an installation (or of

@@ -121,18 +121,20 @@ func (o *Outbox) ObservesEnqueue(subject *queue.SubjectRef) bool {
 	return ok && m.Kind == webhook.KindPullRequest && m.HeadSHA != ""
 }
 
-func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry *uuid.UUID, payload any) error {
-	return o.insertVia(ctx, tx, lane, kind, entry, payload)
+func (o *Outbox) insert(ctx context.Context, tx pgx.Tx, lane, kind string, entry *uuid.UUID, traceParent string, payload any) error {
+	return o.insertVia(ctx, tx, lane, kind, entry, traceParent, payload)
 }
 
 // insertVia is insert through db: tx, or queue.AtCommit(tx) for a row that
 // nothing in its transaction reads or orders against before the commit.
-func (o *Outbox) insertVia(ctx context.Context, db dbq.DBTX, lane, kind string, entry *uuid.UUID, payload any) error {
+// traceParent is the trace the row's send joins: its item's, or its
+// delivery's ("" for none).
+func (o *Outbox) insertVia(ctx context.Context, db dbq.DBTX, lane, kind string, entry *uuid.UUID, traceParent string, payload any) error {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("encode outbox %s: %w", kind, err)
 	}
-	err = o.q.OutboxInsert(ctx, db, dbq.OutboxInsertParams{Lane: lane, Kind: kind, EntryID: entry, Payload: b, Now: o.now()})
+	err = o.q.OutboxInsert(ctx, db, dbq.OutboxInsertParams{Lane: lane, Kind: kind, EntryID: entry, Payload: b, Now: o.now(), TraceParent: traceParentParam(traceParent)})
 	if err != nil {
 		return fmt.Errorf("write outbox %s: %w", kind, err)
 	}
@@ -141,7 +143,7 @@ func (o *Outbox) insertVia(ctx context.Context, db dbq.DBTX, lane, kind string, 
 }
 
 func (o *Outbox) checkRun(ctx context.Context, tx pgx.Tx, it queue.Item, u checkRunUpdate) error {
-	return o.checkRunByID(ctx, tx, uuid.MustParse(it.EntryID()), u)
+	return o.checkRunByID(ctx, tx, uuid.MustParse(it.EntryID()), it.TraceParent(), u)
 }
 
 // Enqueued creates a pull-request item's check run, queued, on its head
@@ -153,7 +155,7 @@ func (o *Outbox) Enqueued(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	if !ok {
 		return nil
 	}
-	return o.insertVia(ctx, queue.AtCommit(tx), "checks/"+id.String(), kindCheckRun, &id, u)
+	return o.insertVia(ctx, queue.AtCommit(tx), "checks/"+id.String(), kindCheckRun, &id, it.TraceParent(), u)
 }
 
 // EnqueuedGroup is Enqueued for a group of new items (queue.GroupObserver):
@@ -171,6 +173,7 @@ func (o *Outbox) EnqueuedGroup(ctx context.Context, tx pgx.Tx, items []queue.Ite
 		}
 		p.Lanes, p.Kinds = append(p.Lanes, "checks/"+id.String()), append(p.Kinds, kindCheckRun)
 		p.EntryIds, p.Payloads = append(p.EntryIds, id), append(p.Payloads, b)
+		p.TraceParents = append(p.TraceParents, it.TraceParent())
 	}
 	if len(p.Lanes) == 0 {
 		return nil
@@ -231,7 +234,7 @@ func (o *Outbox) askProvisioning(ctx context.Context, tx pgx.Tx, it queue.Item, 
 	if err != nil || g.Branch != nil {
 		return err
 	}
-	return o.insert(ctx, tx, "provision/"+it.EntryID(), kindProvision, &id,
+	return o.insert(ctx, tx, "provision/"+it.EntryID(), kindProvision, &id, it.TraceParent(),
 		provisionRequest{LeaseGeneration: int64(leaseGeneration)})
 }
 
@@ -278,9 +281,10 @@ func (o *Outbox) Annotate(ctx context.Context, tx pgx.Tx, it queue.Item, anns ..
 }
 
 // standalone creates a concluded check run on a commit that is not an
-// item's (a colliding pull request's head), once per external ID.
-func (o *Outbox) standalone(ctx context.Context, tx pgx.Tx, c standaloneCheckRun) error {
-	return o.insert(ctx, tx, "standalone/"+c.ExternalID, kindStandalone, nil, c)
+// item's (a colliding pull request's head), once per external ID, in the
+// trace traceParent names (the delivery's).
+func (o *Outbox) standalone(ctx context.Context, tx pgx.Tx, traceParent string, c standaloneCheckRun) error {
+	return o.insert(ctx, tx, "standalone/"+c.ExternalID, kindStandalone, nil, traceParent, c)
 }
 
 // itemMeta is where an item lives on GitHub, for an item created from a
@@ -322,4 +326,12 @@ func noteText(note string) string {
 		note = note[cut:]
 	}
 	return intro + note + "\n```"
+}
+
+// traceParentParam is a trace_parent column value: NULL for none.
+func traceParentParam(tp string) *string {
+	if tp == "" {
+		return nil
+	}
+	return &tp
 }

@@ -14,6 +14,10 @@ import (
 
 	gh "github.com/google/go-github/v66/github"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbq"
@@ -30,6 +34,10 @@ type SenderConfig struct {
 	// link to its dashboard page, <PublicURL>/ui/items/<entry_id>.
 	PublicURL string
 	Now       func() time.Time
+	// TracerProvider, if set, makes each row's send an "outbox send KIND"
+	// span in the trace the row names (its trace_parent), parent of the
+	// GitHub calls it makes. Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *SenderConfig) defaults() {
@@ -51,6 +59,9 @@ func (c *SenderConfig) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
+	}
 }
 
 // Sender drains the GitHub outbox: it claims due rows (first in their lane,
@@ -65,6 +76,7 @@ type Sender struct {
 	cfg    SenderConfig
 	logger *slog.Logger
 	wake   chan struct{}
+	tracer trace.Tracer
 
 	service.Service
 }
@@ -75,7 +87,8 @@ func NewSender(pool *pgxpool.Pool, gh *github.Installations, cfg SenderConfig, l
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sender{pool: pool, q: dbq.New(), gh: gh, cfg: cfg, logger: logger, wake: make(chan struct{}, 1)}
+	return &Sender{pool: pool, q: dbq.New(), gh: gh, cfg: cfg, logger: logger, wake: make(chan struct{}, 1),
+		tracer: cfg.TracerProvider.Tracer("github.com/gitlease/gitlease/app/outbox")}
 }
 
 // Start runs the sender in the background until Stop or ctx ends. It
@@ -155,9 +168,16 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 			// sender ever takes it up while this one still writes.
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.LockFor*3/4)
 			defer cancel()
+			rctx, span := s.tracer.Start(queue.WithTraceParent(rctx, deref(row.TraceParent)), "outbox send "+row.Kind,
+				trace.WithAttributes(attribute.Int64("gitlease.outbox.id", row.ID), attribute.Int("gitlease.outbox.attempt", int(row.Attempts))))
+			defer span.End()
 			var at attempt
 			err := s.process(rctx, row, &at)
-			s.settle(ctx, row, &at, err)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "GitHub write failed")
+			}
+			s.settle(rctx, row, &at, err)
 		}()
 	}
 	wg.Wait()

@@ -193,7 +193,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	services.Add(service.Of("work notifier", notifier), service.Of("outbox notifier", outboxNotifier))
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release.
-		services.Add(service.Of("GitHub outbox sender", outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL}, logger)))
+		services.Add(service.Of("GitHub outbox sender", outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL, TracerProvider: traces.TracerProvider()}, logger)))
 	}
 	handler := rpc.NewHandler(store, version, logger)
 	srv := app.NewServer(app.ServerConfig{RPCToken: cfg.RPCToken, RPCWorkerToken: cfg.RPCWorkerToken, SelfLoggedRoutes: []string{"/webhook"}, Tracing: traces}, pool, handler, logger)

@@ -185,16 +185,17 @@ func (q *Queries) OutboxFailInstallation(ctx context.Context, db DBTX, arg Outbo
 }
 
 const outboxInsert = `-- name: OutboxInsert :exec
-INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
-VALUES ($1, $2, $3, $4, $5::timestamptz, $5::timestamptz)
+INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at, trace_parent)
+VALUES ($1, $2, $3, $4, $5::timestamptz, $5::timestamptz, $6)
 `
 
 type OutboxInsertParams struct {
-	Lane    string
-	Kind    string
-	EntryID *uuid.UUID
-	Payload []byte
-	Now     time.Time
+	Lane        string
+	Kind        string
+	EntryID     *uuid.UUID
+	Payload     []byte
+	Now         time.Time
+	TraceParent *string
 }
 
 func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertParams) error {
@@ -204,23 +205,25 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 		arg.EntryID,
 		arg.Payload,
 		arg.Now,
+		arg.TraceParent,
 	)
 	return err
 }
 
 const outboxInsertMany = `-- name: OutboxInsertMany :exec
-INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
+INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at, trace_parent)
 SELECT ($1::text[])[i], ($2::text[])[i], ($3::uuid[])[i], ($4::jsonb[])[i],
-    $5::timestamptz, $5::timestamptz
+    $5::timestamptz, $5::timestamptz, NULLIF(($6::text[])[i], '')
 FROM generate_subscripts($1::text[], 1) AS i
 `
 
 type OutboxInsertManyParams struct {
-	Lanes    []string
-	Kinds    []string
-	EntryIds []uuid.UUID
-	Payloads [][]byte
-	Now      time.Time
+	Lanes        []string
+	Kinds        []string
+	EntryIds     []uuid.UUID
+	Payloads     [][]byte
+	Now          time.Time
+	TraceParents []string
 }
 
 // OutboxInsert of several rows in one statement: the queued check runs of
@@ -232,6 +235,7 @@ func (q *Queries) OutboxInsertMany(ctx context.Context, db DBTX, arg OutboxInser
 		arg.EntryIds,
 		arg.Payloads,
 		arg.Now,
+		arg.TraceParents,
 	)
 	return err
 }

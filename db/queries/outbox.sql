@@ -1,13 +1,13 @@
 -- name: OutboxInsert :exec
-INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
-VALUES (@lane, @kind, sqlc.narg('entry_id'), @payload, @now::timestamptz, @now::timestamptz);
+INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at, trace_parent)
+VALUES (@lane, @kind, sqlc.narg('entry_id'), @payload, @now::timestamptz, @now::timestamptz, sqlc.narg('trace_parent'));
 
 -- name: OutboxInsertMany :exec
 -- OutboxInsert of several rows in one statement: the queued check runs of
 -- a group of new items (queue.GroupObserver).
-INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at)
+INSERT INTO outbox (lane, kind, entry_id, payload, created_at, available_at, trace_parent)
 SELECT (@lanes::text[])[i], (@kinds::text[])[i], (@entry_ids::uuid[])[i], (@payloads::jsonb[])[i],
-    @now::timestamptz, @now::timestamptz
+    @now::timestamptz, @now::timestamptz, NULLIF((@trace_parents::text[])[i], '')
 FROM generate_subscripts(@lanes::text[], 1) AS i;
 
 -- name: OutboxClaimBatch :many
