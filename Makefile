@@ -50,9 +50,9 @@ dev: build
 	bin/gitlease dev
 
 # screenshots: regenerates docs/ui/*.png with the dashboard's browser test
-# (needs chromium).
+# and the check run picture (needs chromium).
 screenshots:
-	scripts/with-postgres env GITLEASE_UI_SCREENSHOTS=$(CURDIR)/docs/ui $(GO) test -count=1 -run '^TestBrowser$$' -v ./app/ui/
+	scripts/with-postgres env GITLEASE_UI_SCREENSHOTS=$(CURDIR)/docs/ui $(GO) test -count=1 -run '^(TestBrowser|TestCheckRunPicture)$$' -v ./app/ui/
 
 bench:
 	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem ./...

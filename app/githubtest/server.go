@@ -121,7 +121,8 @@ const EnterprisePrefix = "/api/v3"
 // is served under EnterprisePrefix (URL ends in /api/v3/) and html_url
 // fields point at the server's own root (WebURL), as on GHES. A request
 // outside the prefix is an unknown route (404 and a violation), so a client
-// that drops the prefix is caught. Recorded Request paths are the part
+// that drops the prefix is caught; only a check run's web page
+// (CheckRunPage) is served there. Recorded Request paths are the part
 // after the prefix, as on github.com, so one test reads both.
 func Enterprise() Option { return func(c *config) { c.prefix = EnterprisePrefix } }
 
@@ -310,7 +311,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, s.cfg.prefix)
 	if !ok || !strings.HasPrefix(rest, "/") {
-		s.serve(w, r, nil)
+		// The web root: a check run's page (web.go), else an unknown route.
+		if !s.serveWeb(w, r) {
+			s.serve(w, r, nil)
+		}
 		return
 	}
 	r2 := r.Clone(r.Context())

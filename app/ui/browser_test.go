@@ -35,6 +35,34 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// startChromium starts a headless browser at path with one tab, stopped
+// when the test ends.
+func startChromium(t *testing.T, path string) context.Context {
+	t.Helper()
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1360, 900),
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // start the browser and its tab
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// screenshot writes the tab's whole page to file as a PNG.
+func screenshot(t *testing.T, ctx context.Context, file string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", file, err)
+	}
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // seedDemo fills the database with what the screenshots show: items in
 // each state, deliveries of each outcome, GitHub writes done, pending and
 // refused, and a lease owner. It returns a pending item's entry ID.
@@ -98,15 +126,7 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1360, 900),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil { // start the browser and its tab
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx := startChromium(t, path)
 
 	var mu sync.Mutex
 	var problems []string
@@ -132,16 +152,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	shot := func(name string) { screenshot(t, ctx, filepath.Join(shots, name+".png")) }
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))

@@ -205,3 +205,13 @@ func (f *fixture) status(entry string) string {
 	}
 	return it.Status()
 }
+
+// pendingOutbox counts the GitHub writes not yet sent.
+func (f *fixture) pendingOutbox() int {
+	f.t.Helper()
+	var n int
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE status = 'pending'`).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
