@@ -13,6 +13,7 @@ import (
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/githubtest"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/queue"
 )
 
@@ -51,7 +52,7 @@ func TestCheckRunPicture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender := github.NewSender(f.pool, installations, github.SenderConfig{PublicURL: "https://gitlease.example.com"}, nil)
+	sender := outbox.NewSender(f.pool, installations, outbox.SenderConfig{PublicURL: "https://gitlease.example.com"}, nil)
 	drain := func() {
 		t.Helper()
 		if !gh.Wait(30*time.Second, func() bool {

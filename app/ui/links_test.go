@@ -3,7 +3,6 @@ package ui
 import (
 	"testing"
 	"time"
-
 )
 
 // TestCheckRunLinkFollowsGitHubURL: a row links to its check run on the
