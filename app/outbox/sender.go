@@ -168,7 +168,7 @@ func (s *Sender) RunOnce(ctx context.Context) (int, error) {
 			// sender ever takes it up while this one still writes.
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.LockFor*3/4)
 			defer cancel()
-			rctx, span := s.tracer.Start(queue.WithTraceParent(rctx, deref(row.TraceParent)), "outbox send "+row.Kind,
+			rctx, span := s.tracer.Start(queue.WithTraceParent(rctx, dbq.Deref(row.TraceParent)), "outbox send "+row.Kind,
 				trace.WithAttributes(attribute.Int64("gitlease.outbox.id", row.ID), attribute.Int("gitlease.outbox.attempt", int(row.Attempts))))
 			defer span.End()
 			var at attempt

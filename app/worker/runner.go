@@ -400,17 +400,20 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 		return "", "", errShutdown
 	default:
 	}
+	// The command, and the item token minted for it, run in the item's trace.
+	ctx, span := j.w.tracer.Start(queue.WithTraceParent(ctx, j.traceParent), "worker command")
+	defer span.End()
 	pass := cfg.PassEnv
 	if j.w.remote {
 		// A remote worker passes on the GITHUB_TOKEN of its own environment.
 		pass = append(slices.Clone(pass), "GITHUB_TOKEN")
 	}
 	env := childEnv(cfg.Env, pass, itemEnv(j.currentFence(), j.dispatch, j.meta, prov))
-	if j.traceParent != "" {
+	if tp := queue.TraceParent(ctx); tp != "" {
 		// W3C trace context in the environment (OpenTelemetry's
 		// environment-carrier convention): the command's own spans join the
 		// item's trace.
-		env = append(env, "TRACEPARENT="+j.traceParent)
+		env = append(env, "TRACEPARENT="+tp)
 	}
 	secrets := passedValues(cfg.Env, pass)
 	var tokenNote string

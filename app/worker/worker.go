@@ -15,6 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/service"
@@ -85,9 +87,17 @@ type WorkerConfig struct {
 	// Timeout is the longest a command runs before it is ended and its
 	// item fails (GITLEASE_WORKER_TIMEOUT); 1h.
 	Timeout time.Duration
+	// TracerProvider, if set, makes each command's run (its item token and
+	// the command itself) a "worker command" span in its item's trace, and
+	// the command's TRACEPARENT that span. Nil: no span; TRACEPARENT is the
+	// item's own trace parent.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *WorkerConfig) defaults() {
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
+	}
 	if c.Poll <= 0 {
 		c.Poll = 5 * time.Second
 	}
@@ -141,7 +151,8 @@ type Worker struct {
 	cfg     WorkerConfig
 	logger  *slog.Logger
 
-	wake chan struct{} // a coalesced "try to lease now"
+	tracer trace.Tracer
+	wake   chan struct{} // a coalesced "try to lease now"
 
 	// leaseMu serialises taking slots (a lease call, Resume), so the two
 	// never fill the same free slot.
@@ -200,7 +211,7 @@ func newWorker(q leaser, cfg WorkerConfig, logger *slog.Logger) (*Worker, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{q: q, cfg: cfg, logger: logger.With("owner_id", cfg.OwnerID),
+	w := &Worker{q: q, cfg: cfg, logger: logger.With("owner_id", cfg.OwnerID), tracer: cfg.TracerProvider.Tracer("github.com/gitlease/gitlease/app/worker"),
 		wake: make(chan struct{}, 1), running: map[string]bool{}}
 	if cfg.User != "" {
 		u, err := lookupCommandUser(cfg.User)

@@ -230,7 +230,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if cfg.RPCToken == "" && cfg.RPCWorkerToken == "" {
 		logger.Warn("neither GITLEASE_RPC_TOKEN nor GITLEASE_RPC_WORKER_TOKEN is set: /rpc is disabled")
 	}
-	builtin, err := newBuiltinWorker(cfg, store, pool, gh, logger)
+	builtin, err := newBuiltinWorker(cfg, store, pool, gh, traces, logger)
 	if err != nil {
 		return err
 	}

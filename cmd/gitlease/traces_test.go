@@ -84,11 +84,11 @@ func intAttr(s *tracepb.Span, key string) int64 {
 // TestOneTracePerDelivery runs serve exporting traces to an in-process OTLP
 // receiver: one delivery of an issue is one trace holding the POST /webhook
 // server span, its verify and record children, the outbox sends it caused
-// (children of the record span) and their GitHub client spans, named by
-// route template with their status codes (provisioning's branch and pull
-// request, the check run's creation and updates); the worker's command
-// sees a TRACEPARENT of that trace; a /rpc call is a server span of its
-// own. It runs against github.com and GitHub Enterprise Server.
+// and the worker's command (children of the record span) and their GitHub
+// client spans, named by route template with their status codes
+// (provisioning's branch and pull request, the check run's creation and
+// updates, the command's item token); the command sees its span as
+// TRACEPARENT; a /rpc call is a server span of its own. It runs against github.com and GitHub Enterprise Server.
 func TestOneTracePerDelivery(t *testing.T) {
 	t.Parallel()
 	forEachGitHub(t, testOneTracePerDelivery)
@@ -198,10 +198,12 @@ func testOneTracePerDelivery(t *testing.T, gh *githubtest.Server) {
 		}
 		record = got[0]
 	}
-	// Every outbox send the delivery caused is a child of its record span,
-	// and every GitHub call a child of a send.
+	// Every outbox send the delivery caused, and the worker's command, is a
+	// child of its record span; every GitHub call a child of a send or of
+	// the command (its item token).
 	sends := map[string]int{}
 	calls := map[string][]int64{}
+	var command *tracepb.Span
 	for _, s := range inTrace {
 		switch p := parentOf(s); {
 		case strings.HasPrefix(s.Name, "outbox send "):
@@ -209,12 +211,20 @@ func testOneTracePerDelivery(t *testing.T, gh *githubtest.Server) {
 				t.Errorf("%s span's parent is %v, want the record span", s.Name, p.GetName())
 			}
 			sends[strings.TrimPrefix(s.Name, "outbox send ")]++
+		case s.Name == "worker command":
+			if p != record || command != nil {
+				t.Errorf("worker command span with parent %v (another before: %v), want one child of the record span", p.GetName(), command != nil)
+			}
+			command = s
 		case s.Kind == tracepb.Span_SPAN_KIND_CLIENT:
-			if p == nil || !strings.HasPrefix(p.Name, "outbox send ") {
-				t.Errorf("GitHub call %s has parent %v, want an outbox send", s.Name, p.GetName())
+			if p == nil || (!strings.HasPrefix(p.Name, "outbox send ") && p.Name != "worker command") {
+				t.Errorf("GitHub call %s has parent %v, want an outbox send or the worker command", s.Name, p.GetName())
 			}
 			calls[s.Name] = append(calls[s.Name], intAttr(s, "http.response.status_code"))
 		}
+	}
+	if command == nil {
+		t.Fatal("no worker command span in the delivery's trace")
 	}
 	if sends["provision"] != 1 || sends["check_run"] < 2 {
 		t.Errorf("outbox sends in the trace: %v; want 1 provision and the check run's creation and updates", sends)
@@ -239,8 +249,8 @@ func testOneTracePerDelivery(t *testing.T, gh *githubtest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if parts := strings.Split(string(tp), "-"); len(parts) != 4 || parts[0] != "00" || parts[1] != hex.EncodeToString(traceID) {
-		t.Errorf("the command saw TRACEPARENT %q, want one of trace %x", tp, traceID)
+	if want := fmt.Sprintf("00-%x-%x-01", traceID, command.SpanId); string(tp) != want {
+		t.Errorf("the command saw TRACEPARENT %q, want its worker command span's %s", tp, want)
 	}
 
 	// /rpc is a server span of its own trace; the service is named as set.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/service"
+	"github.com/gitlease/gitlease/app/tracing"
 	"github.com/gitlease/gitlease/app/worker"
 	"github.com/gitlease/gitlease/app/worker/sandbox"
 	"github.com/gitlease/gitlease/queue/rpc"
@@ -33,7 +34,7 @@ type builtinWorker struct {
 
 // newBuiltinWorker makes the built-in worker and the sweeper as
 // gitlease-serve/<instance>, unless cfg disables the worker.
-func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *github.Installations, logger *slog.Logger) (*builtinWorker, error) {
+func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *github.Installations, traces *tracing.Provider, logger *slog.Logger) (*builtinWorker, error) {
 	if cfg.WorkerSlots == 0 {
 		logger.Info("built-in worker disabled (GITLEASE_WORKER_SLOTS=0)")
 		return &builtinWorker{}, nil
@@ -43,7 +44,7 @@ func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *gi
 	}
 	wcfg := worker.WorkerConfig{Slots: cfg.WorkerSlots, Exec: cfg.WorkerExec, OwnerID: worker.BuiltinOwnerPrefix + worker.NewInstanceID(),
 		User: cfg.WorkerUser, PassEnv: cfg.WorkerEnv, Sandbox: cfg.WorkerSandbox, Timeout: cfg.WorkerTimeout,
-		Hide: hiddenFromCommands(cfg.SecretFiles...)}
+		Hide: hiddenFromCommands(cfg.SecretFiles...), TracerProvider: traces.TracerProvider()}
 	warnUnsandboxed(logger, cfg.WorkerExec, cfg.WorkerSandbox)
 	if gh == nil {
 		// Without credentials no branch is created (its outbox row waits),
