@@ -27,8 +27,20 @@ const (
 )
 
 // HookRetention is how long GitHub keeps, lists and redelivers a webhook
-// delivery attempt.
-const HookRetention = 72 * time.Hour
+// delivery attempt; EnterpriseHookRetention how long GitHub Enterprise
+// Server does (the fake with Enterprise).
+const (
+	HookRetention           = 72 * time.Hour
+	EnterpriseHookRetention = 7 * 24 * time.Hour
+)
+
+// hookRetention is this fake's delivery-log retention.
+func (s *Server) hookRetention() time.Duration {
+	if s.cfg.prefix != "" {
+		return EnterpriseHookRetention
+	}
+	return HookRetention
+}
 
 // HookTimeout is how long GitHub waits for a webhook answer before it
 // records the attempt as timed out (status code 0).
@@ -307,7 +319,7 @@ func (s *Server) handleListHookDeliveries(c *call) response {
 		before = id
 	}
 	status := q.Get("status")
-	oldest := s.hookNow().Add(-HookRetention)
+	oldest := s.hookNow().Add(-s.hookRetention())
 	visible := make([]HookAttempt, 0, len(s.hooks.attempts))
 	for _, r := range s.hooks.attempts {
 		a := r.HookAttempt
@@ -351,9 +363,9 @@ func (s *Server) handleRedeliverHook(c *call) response {
 		return c.notFound()
 	}
 	r := s.hooks.attempts[i]
-	if r.DeliveredAt.Before(s.hookNow().Add(-HookRetention)) {
-		c.violatef("redelivery of attempt %d, delivered %s: older than GitHub's %s retention", id, ts(r.DeliveredAt), HookRetention)
-		return c.fail(http.StatusUnprocessableEntity, "Validation Failed: The delivery is older than 3 days and cannot be redelivered")
+	if retention := s.hookRetention(); r.DeliveredAt.Before(s.hookNow().Add(-retention)) {
+		c.violatef("redelivery of attempt %d, delivered %s: older than GitHub's %s retention", id, ts(r.DeliveredAt), retention)
+		return c.fail(http.StatusUnprocessableEntity, fmt.Sprintf("Validation Failed: The delivery is older than %d days and cannot be redelivered", retention/(24*time.Hour)))
 	}
 	s.hooks.inflight.Add(1)
 	go func() {

@@ -26,9 +26,13 @@ import (
 
 // Reconciler bounds and defaults (docs/webhook.md).
 const (
-	// MaxRedeliverLookback is how long GitHub keeps its delivery log; the
-	// reconciler never pages further back. It is the default lookback too.
+	// MaxRedeliverLookback is how long github.com keeps its delivery log;
+	// the reconciler never pages further back (unless configured for
+	// GitHub Enterprise Server). It is the default lookback too.
 	MaxRedeliverLookback = 72 * time.Hour
+	// EnterpriseLogRetention is how long GitHub Enterprise Server keeps its
+	// delivery log: there the lookback may reach this far.
+	EnterpriseLogRetention = 7 * 24 * time.Hour
 	// DefaultRedeliverInterval is the time between scans in serve.
 	DefaultRedeliverInterval = 5 * time.Minute
 	// DefaultRedeliverOverlap is how far before the high-water mark a scan
@@ -39,7 +43,8 @@ const (
 	MaxRedeliveryRequests = 3
 	// MinDeliveryRetention is the shortest delivery-record retention that
 	// keeps a recorded delivery from ever being requested again: as long as
-	// GitHub keeps its log.
+	// GitHub keeps its log (on GitHub Enterprise Server,
+	// EnterpriseLogRetention).
 	MinDeliveryRetention = MaxRedeliverLookback
 )
 
@@ -84,8 +89,12 @@ type RedeliveryMetrics interface {
 // ReconcilerConfig configures a Reconciler. The zero value is usable.
 type ReconcilerConfig struct {
 	// Lookback is how far back the first scan looks (no high-water mark
-	// yet). Default and maximum MaxRedeliverLookback.
+	// yet). Default and maximum LogRetention.
 	Lookback time.Duration
+	// LogRetention is how long the GitHub it talks to keeps its delivery
+	// log, the furthest any scan pages back: MaxRedeliverLookback
+	// (github.com, the default) or EnterpriseLogRetention.
+	LogRetention time.Duration
 	// Overlap is how far before the high-water mark later scans start.
 	// Default DefaultRedeliverOverlap.
 	Overlap time.Duration
@@ -114,13 +123,16 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler over pool, calling GitHub as the App
 // through gh. It returns an error when cfg.Lookback exceeds
-// MaxRedeliverLookback.
+// cfg.LogRetention.
 func NewReconciler(pool *pgxpool.Pool, gh *github.Installations, cfg ReconcilerConfig, logger *slog.Logger) (*Reconciler, error) {
-	if cfg.Lookback > MaxRedeliverLookback || cfg.Lookback < 0 {
-		return nil, fmt.Errorf("redelivery lookback %s is outside 0..%s (GitHub keeps deliveries 3 days)", cfg.Lookback, MaxRedeliverLookback)
+	if cfg.LogRetention <= 0 {
+		cfg.LogRetention = MaxRedeliverLookback
+	}
+	if cfg.Lookback > cfg.LogRetention || cfg.Lookback < 0 {
+		return nil, fmt.Errorf("redelivery lookback %s is outside 0..%s (GitHub keeps deliveries %s)", cfg.Lookback, cfg.LogRetention, cfg.LogRetention)
 	}
 	if cfg.Lookback == 0 {
-		cfg.Lookback = MaxRedeliverLookback
+		cfg.Lookback = cfg.LogRetention
 	}
 	if cfg.Overlap <= 0 {
 		cfg.Overlap = DefaultRedeliverOverlap
@@ -136,7 +148,7 @@ func NewReconciler(pool *pgxpool.Pool, gh *github.Installations, cfg ReconcilerC
 
 // ScanOptions narrow one scan. The zero value is serve's periodic scan.
 type ScanOptions struct {
-	// Since, if set, scans back this far (at most MaxRedeliverLookback)
+	// Since, if set, scans back this far (at most LogRetention)
 	// instead of to the high-water mark, and leaves the mark alone.
 	Since time.Duration
 	// GUID, if set, considers only that delivery.
@@ -210,7 +222,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 
 // Scan reads the App's webhook delivery log back to the high-water mark
 // less the overlap (opts.Since instead, if set; the lookback on the first
-// scan; never past MaxRedeliverLookback), groups the attempts by guid, and
+// scan; never past the log's retention), groups the attempts by guid, and
 // requests one redelivery, with the newest attempt's ID, of each guid that
 // has no OK attempt, is not in the deliveries table, is acted on
 // (webhook.Acts), and whose newest attempt was not refused by gitlease as
@@ -328,7 +340,7 @@ func (r *Reconciler) Scan(ctx context.Context, opts ScanOptions) (Report, error)
 
 // from returns the oldest delivery time a scan looks at.
 func (r *Reconciler) from(ctx context.Context, now time.Time, since time.Duration) (time.Time, error) {
-	floor := now.Add(-MaxRedeliverLookback)
+	floor := now.Add(-r.cfg.LogRetention)
 	var from time.Time
 	switch {
 	case since > 0:

@@ -616,3 +616,33 @@ func TestNewReconcilerRefusesLongLookback(t *testing.T) {
 		t.Fatal("a 73h lookback was accepted")
 	}
 }
+
+// TestReconcilerEnterpriseWindow: GitHub Enterprise Server keeps its
+// delivery log 7 days, and a reconciler configured with that retention
+// redelivers a 5-day-old miss there; one configured for github.com's 3
+// days pages no further back than those.
+func TestReconcilerEnterpriseWindow(t *testing.T) {
+	t.Parallel()
+	h := newRecHarness(t, githubtest.Enterprise())
+	now := time.Now()
+	h.gh.SetHookClock(func() time.Time { return now.Add(-5 * 24 * time.Hour) })
+	h.intake.mode.Store(intakeDown)
+	missed := h.gh.Deliver("issues", issue(t, "opened", 1))
+	h.gh.SetHookClock(nil)
+	h.intake.mode.Store(intakeUp)
+
+	short := h.reconciler(t, redeliver.ReconcilerConfig{})
+	rep, err := short.Scan(context.Background(), redeliver.ScanOptions{Since: redeliver.MaxRedeliverLookback, DryRun: true})
+	if err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("a 3-day scan found %+v (%v), want nothing", rep.Findings, err)
+	}
+	if _, err := redeliver.NewReconciler(h.pool, h.inst, redeliver.ReconcilerConfig{Lookback: 169 * time.Hour, LogRetention: redeliver.EnterpriseLogRetention}, nil); err == nil {
+		t.Fatal("a lookback past GHES's 7 days was accepted")
+	}
+	r := h.reconciler(t, redeliver.ReconcilerConfig{Lookback: redeliver.EnterpriseLogRetention, LogRetention: redeliver.EnterpriseLogRetention})
+	if _, err := r.Scan(context.Background(), redeliver.ScanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.gh.WaitRedeliveries()
+	wantRequestedOnce(t, h.gh, []string{missed.GUID})
+}

@@ -330,14 +330,15 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	// A delivery record pruned while GitHub still lists the delivery would
 	// make the redelivery reconciler request it again.
-	if c.DeliveryRetention < redeliver.MinDeliveryRetention {
-		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%s is shorter than %s: delivery records must outlive GitHub's delivery log", c.DeliveryRetention, redeliver.MinDeliveryRetention)}
+	logRetention := c.deliveryLogRetention()
+	if c.DeliveryRetention < logRetention {
+		return c, &configError{Setting: "GITLEASE_DELIVERY_RETENTION", Problem: fmt.Sprintf("%s is shorter than %s: delivery records must outlive GitHub's delivery log", c.DeliveryRetention, logRetention)}
 	}
 	if c.RedeliverInterval, err = time.ParseDuration(get("GITLEASE_REDELIVER_INTERVAL")); err != nil || c.RedeliverInterval < 0 {
 		return c, &configError{Setting: "GITLEASE_REDELIVER_INTERVAL", Problem: fmt.Sprintf("%q is not a Go duration of 0 or more", get("GITLEASE_REDELIVER_INTERVAL"))}
 	}
-	if c.RedeliverLookback, err = time.ParseDuration(get("GITLEASE_REDELIVER_LOOKBACK")); err != nil || c.RedeliverLookback <= 0 || c.RedeliverLookback > redeliver.MaxRedeliverLookback {
-		return c, &configError{Setting: "GITLEASE_REDELIVER_LOOKBACK", Problem: fmt.Sprintf("%q is not a Go duration from 1ns to %s (GitHub keeps deliveries 3 days)", get("GITLEASE_REDELIVER_LOOKBACK"), redeliver.MaxRedeliverLookback)}
+	if c.RedeliverLookback, err = time.ParseDuration(get("GITLEASE_REDELIVER_LOOKBACK")); err != nil || c.RedeliverLookback <= 0 || c.RedeliverLookback > logRetention {
+		return c, &configError{Setting: "GITLEASE_REDELIVER_LOOKBACK", Problem: fmt.Sprintf("%q is not a Go duration from 1ns to %s (how long GitHub keeps deliveries)", get("GITLEASE_REDELIVER_LOOKBACK"), logRetention)}
 	}
 	if v := get("GITLEASE_PUBLIC_URL"); v != "" {
 		if c.PublicURL, err = setup.ParsePublicURL(v); err != nil {
@@ -413,4 +414,14 @@ func hiddenFromCommands(extra ...string) []string {
 		add(p)
 	}
 	return out
+}
+
+// deliveryLogRetention is how long the configured GitHub keeps webhook
+// deliveries: 7 days on GitHub Enterprise Server (an API URL ending in
+// /api/v3/, as every GHES's does), 3 on github.com.
+func (c config) deliveryLogRetention() time.Duration {
+	if strings.HasSuffix(c.APIURL, "/api/v3/") {
+		return redeliver.EnterpriseLogRetention
+	}
+	return redeliver.MaxRedeliverLookback
 }

@@ -34,7 +34,7 @@ func reconcilerService(cfg config, rec *redeliver.Reconciler, logger *slog.Logge
 
 func newReconciler(cfg config, pool *pgxpool.Pool, gh *github.Installations, metrics redeliver.RedeliveryMetrics, logger *slog.Logger) (*redeliver.Reconciler, error) {
 	rec, err := redeliver.NewReconciler(pool, gh, redeliver.ReconcilerConfig{
-		Lookback: cfg.RedeliverLookback, LabelTrigger: cfg.TriggerLabel != "", Metrics: metrics,
+		Lookback: cfg.RedeliverLookback, LogRetention: cfg.deliveryLogRetention(), LabelTrigger: cfg.TriggerLabel != "", Metrics: metrics,
 	}, logger)
 	if err != nil {
 		return nil, &configError{Setting: "GITLEASE_REDELIVER_LOOKBACK", Problem: err.Error()}
@@ -47,7 +47,7 @@ func newReconciler(cfg config, pool *pgxpool.Pool, gh *github.Installations, met
 func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("gitlease redeliver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	since := fs.Duration("since", 24*time.Hour, "how far back to scan GitHub's delivery log (at most 72h)")
+	since := fs.Duration("since", 24*time.Hour, "how far back to scan GitHub's delivery log (at most 72h; 168h on GitHub Enterprise Server)")
 	guid := fs.String("guid", "", "consider just this delivery (its X-GitHub-Delivery)")
 	dryRun := fs.Bool("dry-run", false, "list what would be redelivered; request and record nothing")
 	includeRejected := fs.Bool("include-rejected", false, "also redeliver deliveries gitlease refused as bad input (400, 401, 409, 413), e.g. after fixing a secret")
@@ -57,12 +57,12 @@ func runRedeliver(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 		return &configError{Setting: "flags", Problem: err.Error()}
 	}
-	if *since <= 0 || *since > redeliver.MaxRedeliverLookback {
-		return &configError{Setting: "--since", Problem: fmt.Sprintf("%s is not a duration from 1ns to %s (GitHub keeps deliveries 3 days)", *since, redeliver.MaxRedeliverLookback)}
-	}
 	cfg, err := loadConfig("redeliver", nil, false, stderr, "DATABASE_URL")
 	if err != nil {
 		return err
+	}
+	if logRetention := cfg.deliveryLogRetention(); *since <= 0 || *since > logRetention {
+		return &configError{Setting: "--since", Problem: fmt.Sprintf("%s is not a duration from 1ns to %s (how long GitHub keeps deliveries)", *since, logRetention)}
 	}
 	gh, err := githubFromConfig(cfg, nil, nil, logger)
 	if err != nil {

@@ -167,6 +167,20 @@ func TestRedeliverConfig(t *testing.T) {
 	if err != nil || cfg.RedeliverInterval != 0 || cfg.RedeliverLookback != 72*time.Hour {
 		t.Fatalf("interval 0: %+v, %v", cfg, err)
 	}
+	// GitHub Enterprise Server keeps its delivery log 7 days: the lookback
+	// may reach that far, and delivery records must be kept as long.
+	ghes := []string{"--github-api-url", "https://ghes.example.com/api/v3/"}
+	if cfg, err := loadConfig("serve", append(ghes, "--redeliver-lookback", "168h"), true, io.Discard); err != nil || cfg.RedeliverLookback != 168*time.Hour {
+		t.Errorf("GHES, lookback 168h: %+v, %v", cfg.RedeliverLookback, err)
+	}
+	for _, args := range [][]string{{"--redeliver-lookback", "169h"}, {"--delivery-retention", "100h"}} {
+		if _, err := loadConfig("serve", append(ghes, args...), true, io.Discard); err == nil {
+			t.Errorf("GHES, %v accepted", args)
+		}
+	}
+	if _, err := loadConfig("serve", []string{"--redeliver-lookback", "168h"}, true, io.Discard); err == nil {
+		t.Error("github.com, lookback 168h accepted")
+	}
 }
 
 func TestPrintReport(t *testing.T) {
