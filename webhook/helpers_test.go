@@ -181,6 +181,7 @@ type request struct {
 	form            bool   // send form-encoded (payload=<json>)
 	signature       string // X-Hub-Signature-256 to send instead of the body's
 	mutate          func(r *http.Request)
+	ctx             context.Context // the request's context (a caller's span); Background when nil
 }
 
 func (rq request) build() *http.Request {
@@ -212,6 +213,9 @@ func (rq request) build() *http.Request {
 	r.Header.Set(webhook.SignatureHeader, sig)
 	if rq.mutate != nil {
 		rq.mutate(r)
+	}
+	if rq.ctx != nil {
+		r = r.WithContext(rq.ctx)
 	}
 	return r
 }

@@ -2,16 +2,14 @@ package webhook_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gitlease/gitlease/webhook"
 )
@@ -34,24 +32,17 @@ func TestDeliveryTraces(t *testing.T) {
 		}}
 	e := newEnv(t, opts)
 	const n = 40
-	answers := make([]webhook.Response, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
+	var rqs []request
+	var spans []trace.Span
 	for i := range n {
 		ctx, server := tp.Tracer("test").Start(context.Background(), "POST /webhook")
-		r := request{event: "issues", delivery: fmt.Sprintf("traced-%d", i), body: issueOpened(t, i+1)}.build().WithContext(ctx)
-		wg.Go(func() {
-			defer server.End()
-			w := httptest.NewRecorder()
-			<-start
-			e.handler.ServeHTTP(w, r)
-			if err := json.Unmarshal(w.Body.Bytes(), &answers[i]); err != nil {
-				t.Errorf("answer %d %q: %v", w.Code, w.Body.String(), err)
-			}
-		})
+		rqs = append(rqs, request{event: "issues", delivery: fmt.Sprintf("traced-%d", i), body: issueOpened(t, i+1), ctx: ctx})
+		spans = append(spans, server)
 	}
-	close(start)
-	wg.Wait()
+	answers := e.burst(t, rqs)
+	for _, s := range spans {
+		s.End()
+	}
 	if committed.Load() == 0 {
 		t.Fatal("no group was committed: the burst was recorded one by one")
 	}

@@ -88,7 +88,8 @@ func intAttr(s *tracepb.Span, key string) int64 {
 // client spans, named by route template with their status codes
 // (provisioning's branch and pull request, the check run's creation and
 // updates, the command's item token); the command sees its span as
-// TRACEPARENT; a /rpc call is a server span of its own. It runs against github.com and GitHub Enterprise Server.
+// TRACEPARENT; a /rpc call is a server span of its own. It runs against
+// github.com and GitHub Enterprise Server.
 func TestOneTracePerDelivery(t *testing.T) {
 	t.Parallel()
 	forEachGitHub(t, testOneTracePerDelivery)
