@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,20 @@ func TestStoreAcrossTheWorkItemsContract(t *testing.T) {
 	const previousReleaseGet = `SELECT id, head_sha, check_run_id, branch, pr_number, pr_url, provisioned_generation FROM work_items LIMIT 1`
 	if _, err := migrator.Exec(ctx, previousReleaseGet); err != nil {
 		t.Fatalf("at 00012 the previous release's columns: %v", err)
+	}
+	// This release also writes columns that later expand migrations add
+	// (trace_parent, 00017 and 00018). Those run before any instance of it
+	// does (they add nullable columns, so the previous release runs on
+	// them), so they are in place here too: their files run as they are
+	// (IF NOT EXISTS), and goose applies them again, as no-ops, after 00013.
+	for _, f := range []string{"00017_work_item_trace.sql", "00018_outbox_trace.sql"} {
+		ddl, err := fs.ReadFile(db.Migrations(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := migrator.Exec(ctx, string(ddl)); err != nil {
+			t.Fatalf("expand migration %s: %v", f, err)
+		}
 	}
 
 	pool := openPool(t, url)
