@@ -105,7 +105,7 @@ func testOneTracePerDelivery(t *testing.T, gh *githubtest.Server) {
 	seen := filepath.Join(t.TempDir(), "traceparent")
 	dbURL := dbtest.URL(t)
 	bin := buildGitlease(t)
-	env := append(append(devTestEnv(), githubEnv(gh)...), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec",
+	env := append(append(devTestEnv(), githubEnv(gh)...), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
 		"GITLEASE_RPC_TOKEN=rpc-token-0123456789", "GITLEASE_WORKER_SLOTS=1", "GITLEASE_GITHUB_WRITES_PER_SEC=0",
 		"GITLEASE_WORKER_EXEC=printf %s \"$TRACEPARENT\" > "+seen, "GITLEASE_REDELIVER_INTERVAL=0",
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
@@ -121,7 +121,7 @@ func testOneTracePerDelivery(t *testing.T, gh *githubtest.Server) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", "issues")
 	req.Header.Set("X-GitHub-Delivery", "trace-1")
-	req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte("whsec"), raw))
+	req.Header.Set("X-Hub-Signature-256", webhook.Sign([]byte("whsec-0123456789abcdef"), raw))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
