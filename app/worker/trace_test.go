@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gitlease/gitlease/app/worker/sandbox"
 	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/webhook"
 )
@@ -34,7 +35,7 @@ func TestRemoteWorkerPassesTheTraceParent(t *testing.T) {
 	}
 	traced, plain := enqueue(1, tp), enqueue(2, "")
 	dir := t.TempDir()
-	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 2, OwnerID: "remote-trace", Poll: 100 * time.Millisecond, Env: os.Environ(),
+	w, err := NewRemoteWorker(client, WorkerConfig{Slots: 2, OwnerID: "remote-trace", Poll: 100 * time.Millisecond, Env: os.Environ(), Sandbox: sandbox.None,
 		Exec: `env > '` + dir + `/env.'"$GITLEASE_ENTRY_ID"`}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -108,6 +108,7 @@ func testOneTracePerDelivery(t *testing.T, gh *githubtest.Server) {
 	env := append(append(devTestEnv(), githubEnv(gh)...), "DATABASE_URL="+dbURL, "PORT=0", "GITHUB_WEBHOOK_SECRET=whsec-0123456789abcdef",
 		"GITLEASE_RPC_TOKEN=rpc-token-0123456789", "GITLEASE_WORKER_SLOTS=1", "GITLEASE_GITHUB_WRITES_PER_SEC=0",
 		"GITLEASE_WORKER_EXEC=printf %s \"$TRACEPARENT\" > "+seen, "GITLEASE_REDELIVER_INTERVAL=0",
+		"GITLEASE_WORKER_SANDBOX=none", // the command writes into the test's directory, which a sandbox hides
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_SERVICE_NAME=gitlease-test", "OTEL_BSP_SCHEDULE_DELAY=100")
 	stop, out := startBinary(t, bin, env, "serve")
