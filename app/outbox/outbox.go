@@ -271,15 +271,6 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	})
 }
 
-// Annotate adds annotations to an item's check run, now or, for an issue
-// item without a check run yet, when it is created.
-func (o *Outbox) Annotate(ctx context.Context, tx pgx.Tx, it queue.Item, anns ...Annotation) error {
-	if _, ok := itemMeta(it); !ok || len(anns) == 0 {
-		return nil
-	}
-	return o.checkRun(ctx, tx, it, checkRunUpdate{Annotations: anns})
-}
-
 // standalone creates a concluded check run on a commit that is not an
 // item's (a colliding pull request's head), once per external ID, in the
 // trace traceParent names (the delivery's).

@@ -256,14 +256,17 @@ func TestAnnotationsWaitForTheCheckRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, _ := h.store.Get(ctx, res.EntryID)
-	// 60 notices before the item has a check run: kept, then written in
-	// requests of at most 50 once the branch exists.
-	anns := make([]outbox.Annotation, 60)
-	for i := range anns {
-		anns[i] = outbox.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i), RawDetails: json.RawMessage(`{"delivery_id":"d"}`)}
-	}
-	err = h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return h.outbox.Annotate(ctx, tx, it, anns...) })
+	// 60 replays before the item has a check run: their notices are kept,
+	// then written in requests of at most 50 once the branch exists.
+	err = h.store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for i := range 60 {
+			r := webhook.Result{Event: "issues", Response: webhook.Response{DeliveryID: fmt.Sprintf("d-%d", i), Outcome: webhook.OutcomeReplay, EntryID: res.EntryID}}
+			if err := h.outbox.DeliveryFeedback(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +283,7 @@ func TestAnnotationsWaitForTheCheckRun(t *testing.T) {
 		t.Fatalf("check runs %d, annotations %d; want 1 with 60", len(runs), len(runs[0].Annotations))
 	}
 	a := runs[0].Annotations[0]
-	if a.Path != ".github" || a.StartLine != 1 || a.Level != "notice" || !strings.Contains(a.RawDetails, `"delivery_id":"d"`) {
+	if a.Path != ".github" || a.StartLine != 1 || a.Level != "notice" || !strings.Contains(a.RawDetails, `"delivery_id":"d-0"`) {
 		t.Fatalf("annotation %+v", a)
 	}
 }

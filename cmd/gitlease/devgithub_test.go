@@ -16,6 +16,7 @@ import (
 	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/db/dbtest"
 	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/webhook"
 )
 
 // TestDevGitHubRecordsTheOutboxWrites drives the real outbox sender against
@@ -77,16 +78,17 @@ func TestDevGitHubRecordsTheOutboxWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := store.Get(ctx, res.EntryID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 60 annotations: written as 50 with the creation and 10 in an update.
-	anns := make([]outbox.Annotation, 60)
-	for i := range anns {
-		anns[i] = outbox.Annotation{Level: "notice", Title: "Replayed delivery", Message: fmt.Sprintf("replay %d", i)}
-	}
-	if err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return box.Annotate(ctx, tx, it, anns...) }); err != nil {
+	// Two replays' notices, kept until the check run exists: the first is
+	// written with its creation, the second in an update of its own.
+	if err := store.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for i := range 2 {
+			r := webhook.Result{Event: "issues", Response: webhook.Response{DeliveryID: fmt.Sprintf("replay-%d", i), Outcome: webhook.OutcomeReplay, EntryID: res.EntryID}}
+			if err := box.DeliveryFeedback(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	leased, err := store.Lease(ctx, queue.LeaseParams{Max: 1, OwnerID: "w1", WorkflowIDs: []string{"w1-a"}})
@@ -115,7 +117,7 @@ func TestDevGitHubRecordsTheOutboxWrites(t *testing.T) {
 	if prs := fake.PullRequests(repo); len(prs) != 1 || !prs[0].Draft || prs[0].Base != "develop" || prs[0].HeadSHA != p.HeadSHA {
 		t.Errorf("the fake holds pull requests %+v", prs)
 	}
-	if runs := fake.CheckRuns(repo); len(runs) != 1 || runs[0].Conclusion != "success" || len(runs[0].Annotations) != 60 {
+	if runs := fake.CheckRuns(repo); len(runs) != 1 || runs[0].Conclusion != "success" || len(runs[0].Annotations) != 2 {
 		t.Errorf("the fake holds check runs %+v", runs)
 	}
 	if v := fake.Violations(); len(v) > 0 {
@@ -144,10 +146,11 @@ func TestDevGitHubRecordsTheOutboxWrites(t *testing.T) {
 		{"method": "POST", "path": path + "/git/commits", "http_status": 201.0, "parents": develop, "sha": p.HeadSHA},
 		{"method": "POST", "path": path + "/git/refs", "http_status": 201.0, "ref": "refs/heads/gitlease/issue-42", "sha": p.HeadSHA},
 		{"method": "POST", "path": path + "/pulls", "http_status": 201.0, "title": "Fix thing 42", "head": "gitlease/issue-42", "base": "develop", "draft": true, "number": 1.0},
-		// The annotations kept for the item create its check run (queued),
-		// in requests of at most 50; the lease's update follows them.
-		{"method": "POST", "path": path + "/check-runs", "http_status": 201.0, "name": "gitlease", "head_sha": p.HeadSHA, "status": "queued", "annotations": 50.0, "check_run_id": float64(runID)},
-		{"method": "PATCH", "path": runPath, "http_status": 200.0, "annotations": 10.0, "check_run_id": float64(runID)},
+		// The notices kept for the item go out with its check run's creation
+		// (queued) and after it, each feedback row its own request; the
+		// lease's update follows them.
+		{"method": "POST", "path": path + "/check-runs", "http_status": 201.0, "name": "gitlease", "head_sha": p.HeadSHA, "status": "queued", "annotations": 1.0, "check_run_id": float64(runID)},
+		{"method": "PATCH", "path": runPath, "http_status": 200.0, "annotations": 1.0, "check_run_id": float64(runID)},
 		{"method": "PATCH", "path": runPath, "http_status": 200.0, "status": "in_progress", "title": "In progress: generation 1"},
 		{"method": "PATCH", "path": runPath, "http_status": 200.0, "status": "completed", "conclusion": "success", "title": "Completed: generation 1"},
 	} {
