@@ -61,6 +61,12 @@ type CompleteParams struct {
 	// Note, if set, is kept with the outcome (the built-in worker's output
 	// tail, shown in the check run). It is not part of the wire protocol.
 	Note string
+	// EndReason, if set, says in one line how it ended ("Command exited
+	// 3"); an item asked to stop keeps the reason it was cancelled with.
+	// ExitCode is the command's exit status, when one ran to its end.
+	// Neither is part of the wire protocol.
+	EndReason string
+	ExitCode  *int
 }
 
 // ReleasePendingParams returns a leased item to pending (QueueReleasePendingV2Request).
@@ -194,12 +200,13 @@ func (s *Store) Complete(ctx context.Context, p CompleteParams) (_ MutationResul
 		return MutationResult{}, invalidf("completion status must be completed, failed or cancelled, not %q", p.Status)
 	}
 	return s.fenced(ctx, opComplete, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (dbq.WorkItem, error) {
-		var note *string
-		if p.Note != "" {
-			note = &p.Note
+		var exit *int32
+		if p.ExitCode != nil {
+			v := int32(*p.ExitCode)
+			exit = &v
 		}
 		return s.q.WorkItemComplete(ctx, tx, dbq.WorkItemCompleteParams{
-			Status: p.Status, Now: now, ID: a.id, Note: note,
+			Status: p.Status, Now: now, ID: a.id, Note: optional(p.Note), EndReason: optional(p.EndReason), ExitCode: exit,
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
 			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,

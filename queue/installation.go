@@ -16,19 +16,20 @@ import (
 // dispatch metadata names that installation (and one of those
 // repositories) finish with outcome cancelled, and its assigned items are
 // marked so that their next Renew ends them, as CancelSubjectTx does for
-// one subject.
-func (s *Store) CancelInstallationTx(ctx context.Context, tx pgx.Tx, installationID int64, repositoryIDs []int64) (CancelResult, error) {
+// one subject; reason is their EndReason.
+func (s *Store) CancelInstallationTx(ctx context.Context, tx pgx.Tx, installationID int64, repositoryIDs []int64, reason string) (CancelResult, error) {
 	now := s.now()
+	why := optional(reason)
 	inst := strconv.FormatInt(installationID, 10)
 	repos := make([]string, 0, len(repositoryIDs)) // never nil: NULL would match nothing
 	for _, id := range repositoryIDs {
 		repos = append(repos, strconv.FormatInt(id, 10))
 	}
-	rows, err := s.q.WorkItemCancelInstallation(ctx, tx, dbq.WorkItemCancelInstallationParams{Now: now, InstallationID: inst, RepositoryIds: repos})
+	rows, err := s.q.WorkItemCancelInstallation(ctx, tx, dbq.WorkItemCancelInstallationParams{Now: now, InstallationID: inst, RepositoryIds: repos, EndReason: why})
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel the items of installation %d: %w", installationID, err)
 	}
-	req, err := s.q.WorkItemRequestCancelInstallation(ctx, tx, dbq.WorkItemRequestCancelInstallationParams{Now: now, InstallationID: inst, RepositoryIds: repos})
+	req, err := s.q.WorkItemRequestCancelInstallation(ctx, tx, dbq.WorkItemRequestCancelInstallationParams{Now: now, InstallationID: inst, RepositoryIds: repos, EndReason: why})
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("request cancel of installation %d's items: %w", installationID, err)
 	}

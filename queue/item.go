@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -110,6 +111,39 @@ type Provisioning struct {
 
 // Note is what the worker said when it finished, if anything.
 func (it Item) Note() string { return dbq.Deref(it.row.ResultNote) }
+
+// EndReason is how the item ended, in one line, when it was said: who
+// cancelled it and how ("Cancelled by @octo with the Cancel button"), or
+// what its command did ("Command exited 3"). An assigned item asked to
+// stop already has it.
+func (it Item) EndReason() string { return dbq.Deref(it.row.EndReason) }
+
+// ExitCode is the exit status of the built-in worker's command, when one
+// ran to its end.
+func (it Item) ExitCode() (int, bool) {
+	if it.row.ExitCode == nil {
+		return 0, false
+	}
+	return int(*it.row.ExitCode), true
+}
+
+// AssignedAt is when the item's current (or last) lease began; zero when
+// it was never assigned.
+func (it Item) AssignedAt() time.Time {
+	if it.row.AssignedAt == nil {
+		return time.Time{}
+	}
+	return *it.row.AssignedAt
+}
+
+// FinishedAt is when the item reached its terminal outcome; zero while it
+// is live.
+func (it Item) FinishedAt() time.Time {
+	if it.row.FinishedAt == nil {
+		return time.Time{}
+	}
+	return *it.row.FinishedAt
+}
 
 // Item sources, stored in work_items.source: SourceGitHub for an item the
 // webhook intake created from a verified delivery, SourceRPC for every
@@ -221,4 +255,12 @@ func (it Item) View() View {
 		v.FinishedAt = &EntryTime{*it.row.FinishedAt}
 	}
 	return v
+}
+
+// optional is s as a nullable column: nil when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

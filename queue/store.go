@@ -50,6 +50,12 @@ type Config struct {
 	// outside the transaction on purpose: a NOTIFY inside it would serialise
 	// every committing enqueue on Postgres's notification lock.
 	OnPending func()
+	// OnCancel, if set, is called after a commit that asked assigned items
+	// to stop (a cancel of their subject, entry or installation), so their
+	// owners renew now rather than at their next renew and stop within
+	// seconds. It must not block; like OnPending it is called outside the
+	// transaction.
+	OnCancel func()
 	// Views, if set, adds what another package records about an item (its
 	// branch, pull request and check run on GitHub) to the item's View.
 	Views ViewDecorator
@@ -115,6 +121,9 @@ func NewStore(pool *pgxpool.Pool, cfg Config) *Store {
 	}
 	if cfg.OnOp == nil {
 		cfg.OnOp = func(string, time.Duration, error) {}
+	}
+	if cfg.OnCancel == nil {
+		cfg.OnCancel = func() {}
 	}
 	if cfg.OnPending == nil {
 		cfg.OnPending = func() {}

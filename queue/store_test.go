@@ -530,7 +530,7 @@ func TestClosingASubjectCancelsItsItems(t *testing.T) {
 	}
 	for _, qid := range []string{running.Subject.QualifiedID, held.Subject.QualifiedID} {
 		err := s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := s.CancelSubjectTx(ctx, tx, qid)
+			_, err := s.CancelSubjectTx(ctx, tx, qid, "")
 			return err
 		})
 		if err != nil {

@@ -5,8 +5,9 @@ package webhook
 // It is true for every event and action docs/webhook.md lists: the issue and pull
 // request actions that enqueue, their close events that cancel, comment
 // commands (issue_comment created), re-runs (check_run and check_suite
-// rerequested) and installation events (installation deleted, suspend,
-// unsuspend; installation_repositories removed); and for "labeled" on
+// rerequested), the Cancel button (check_run requested_action) and
+// installation events (installation deleted, suspend, unsuspend;
+// installation_repositories removed); and for "labeled" on
 // issues and pull requests when labelTrigger says a trigger label is
 // configured. A delivery it is true for may still be ignored once its
 // payload is read (a comment that is no command, a label that is not the
@@ -30,7 +31,9 @@ func Acts(event, action string, labelTrigger bool) bool {
 		}
 	case "issue_comment":
 		return action == "created"
-	case "check_run", "check_suite":
+	case "check_run":
+		return action == "rerequested" || action == "requested_action"
+	case "check_suite":
 		return action == "rerequested"
 	case "installation":
 		return action == "deleted" || action == "suspend" || action == "unsuspend"

@@ -95,7 +95,7 @@ func (m *Mapper) lifecycle(d delivery, payload []byte) (Decision, error) {
 // rows are stopped by HandlerConfig.OnOutcome, which sees the decision.
 func (h *Handler) cancelInstallation(ctx context.Context, tx pgx.Tx, res Result) (Result, Outcome, error) {
 	sc := res.Decision.Installation
-	cr, err := h.store.CancelInstallationTx(ctx, tx, sc.InstallationID, sc.RepositoryIDs)
+	cr, err := h.store.CancelInstallationTx(ctx, tx, sc.InstallationID, sc.RepositoryIDs, "Cancelled: "+sc.Reason)
 	if err != nil {
 		return res, "", err
 	}

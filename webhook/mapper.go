@@ -22,8 +22,13 @@ const (
 	WorkflowCoding  = "coding"
 )
 
-// CommentCommand starts a comment that asks gitlease to run.
-const CommentCommand = "/gitlease run"
+// Comment commands: a comment starting with CommentCommand asks gitlease
+// to run its issue or pull request, one starting with CancelCommand to
+// cancel its live item.
+const (
+	CommentCommand = "/gitlease run"
+	CancelCommand  = "/gitlease cancel"
+)
 
 // ReasonNoPullRequestGetter is the ignore reason of a comment command on a
 // pull request when no GitHub App credentials are configured.
@@ -137,6 +142,13 @@ type Decision struct {
 	Installation *InstallationScope
 	// Rerun is the Re-run of KindRerun (rerun.go).
 	Rerun *RerunRequest
+	// CancelReason says, for KindCancel, who cancelled and how ("Cancelled
+	// by @octo with /gitlease cancel"); it becomes the items' end reason.
+	CancelReason string
+	// CheckRun, for KindCancel, is the check run whose Cancel button was
+	// pressed (cancel.go): the handler cancels its entry, once it has
+	// checked the entry is this App's, live and of this installation.
+	CheckRun *CheckRunCancel
 }
 
 // Metadata is the subject metadata of every item gitlease enqueues from
@@ -259,7 +271,7 @@ func (m *Mapper) issues(d delivery, ev *payload) (Decision, error) {
 		return Decision{}, payloadErrorf(d.event, "no issue with a number")
 	}
 	if action == "closed" {
-		return cancel(d, KindIssue, repo.ID, issue.Number), nil
+		return cancel(d, KindIssue, repo.ID, issue.Number, closedBy(d, "issue")), nil
 	}
 	if ignored, ok := m.triggered(d, action, "issue", issue.State, issue.Labels, ev.Label); !ok {
 		return ignored, nil
@@ -287,7 +299,7 @@ func (m *Mapper) pullRequest(d delivery, ev *payload) (Decision, error) {
 		return Decision{}, payloadErrorf(d.event, "no pull_request with a number")
 	}
 	if action == "closed" {
-		return cancel(d, KindPullRequest, repo.ID, pr.Number), nil
+		return cancel(d, KindPullRequest, repo.ID, pr.Number, closedBy(d, "pull request")), nil
 	}
 	if ignored, ok := m.triggered(d, action, "pull request", pr.State, pr.Labels, ev.Label); !ok {
 		return ignored, nil
@@ -299,7 +311,9 @@ func (m *Mapper) pullRequest(d delivery, ev *payload) (Decision, error) {
 }
 
 // issueComment maps an issue_comment event: a /gitlease run command from
-// an allowed author (§6.2) enqueues its issue or pull request.
+// an allowed author (§6.2) enqueues its issue or pull request, a
+// /gitlease cancel command from the same authors cancels its live item. One
+// author check decides both.
 func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *payload) (Decision, error) {
 	if action := d.action(); action != "created" {
 		return d.ignore("issue_comment action %q is not handled", action), nil
@@ -308,8 +322,9 @@ func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *payload) (Dec
 	if comment == nil {
 		return Decision{}, payloadErrorf(d.event, "no comment")
 	}
-	if !isCommand(comment.Body) {
-		return d.ignore("comment is not a %s command", CommentCommand), nil
+	command := commandOf(comment.Body)
+	if command == "" {
+		return d.ignore("comment is not a %s or %s command", CommentCommand, CancelCommand), nil
 	}
 	// The comment's author decides, whoever wrote the issue: a
 	// collaborator may start work on a stranger's issue.
@@ -323,6 +338,13 @@ func (m *Mapper) issueComment(ctx context.Context, d delivery, ev *payload) (Dec
 	issue := ev.Issue
 	if issue == nil || issue.Number <= 0 {
 		return Decision{}, payloadErrorf(d.event, "no issue with a number")
+	}
+	if command == CancelCommand {
+		kind := KindIssue
+		if issue.PullRequest {
+			kind = KindPullRequest
+		}
+		return cancel(d, kind, repo.ID, issue.Number, fmt.Sprintf("Cancelled by @%s with %s", dbq.Deref(d.facts.Sender), CancelCommand)), nil
 	}
 	if issue.State == "closed" {
 		return d.ignore("%s is closed", describe(issue)), nil
@@ -360,11 +382,17 @@ func describe(issue *issueFields) string {
 	return "issue"
 }
 
-// isCommand reports whether a comment body is a /gitlease run command: it
-// starts (after blank space) with the command as a whole word.
-func isCommand(body string) bool {
-	rest, ok := strings.CutPrefix(strings.TrimLeft(body, " \t\r\n"), CommentCommand)
-	return ok && (rest == "" || strings.ContainsAny(rest[:1], " \t\r\n"))
+// commandOf is the comment command a body holds (CommentCommand or
+// CancelCommand), or "": the body starts (after blank space) with the
+// command as a whole word.
+func commandOf(body string) string {
+	body = strings.TrimLeft(body, " \t\r\n")
+	for _, c := range []string{CommentCommand, CancelCommand} {
+		if rest, ok := strings.CutPrefix(body, c); ok && (rest == "" || strings.ContainsAny(rest[:1], " \t\r\n")) {
+			return c
+		}
+	}
+	return ""
 }
 
 // triggered applies the trigger label rule to an opened-like or labeled
@@ -425,8 +453,16 @@ func requireRepo(event string, repo *repoFields) (*repoFields, error) {
 	return repo, nil
 }
 
-func cancel(d delivery, kind string, repoID int64, number int) Decision {
-	return Decision{Kind: KindCancel, Facts: d.facts, QualifiedID: QualifiedID(kind, repoID, number)}
+func cancel(d delivery, kind string, repoID int64, number int, reason string) Decision {
+	return Decision{Kind: KindCancel, Facts: d.facts, QualifiedID: QualifiedID(kind, repoID, number), CancelReason: reason}
+}
+
+// closedBy is the end reason of the items a close event cancels.
+func closedBy(d delivery, what string) string {
+	if who := dbq.Deref(d.facts.Sender); who != "" {
+		return fmt.Sprintf("Cancelled: @%s closed the %s", who, what)
+	}
+	return "Cancelled: the " + what + " was closed"
 }
 
 // enqueueIssue builds the enqueue of an issue; comment is the command that

@@ -193,8 +193,18 @@ func (h *Handler) act(ctx context.Context, tx pgx.Tx, a arrival, optimistic bool
 	res := Result{Event: a.event, Decision: dec, TraceParent: a.traceParent, Response: Response{DeliveryID: a.deliveryID}}
 	switch dec.Kind {
 	case KindCancel:
-		cr, err := h.store.CancelSubjectTx(ctx, tx, dec.QualifiedID)
-		if err != nil {
+		var cr queue.CancelResult
+		var err error
+		if dec.CheckRun != nil {
+			var why string
+			if cr, why, err = h.cancelCheckRun(ctx, tx, dec); err != nil {
+				return res, "", err
+			}
+			if why != "" {
+				res.Outcome, res.Reason = OutcomeIgnored, why
+				return res, res.Outcome, nil
+			}
+		} else if cr, err = h.store.CancelSubjectTx(ctx, tx, dec.QualifiedID, dec.CancelReason); err != nil {
 			return res, "", err
 		}
 		touched := make([]queue.Item, 0, len(cr.Cancelled)+len(cr.Requested))

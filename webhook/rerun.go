@@ -49,8 +49,11 @@ type CheckSuiteLookup interface {
 // checkPayload is the part of check_run and check_suite payloads gitlease
 // reads; every other field (timestamps included) may be anything.
 type checkPayload struct {
-	CheckRun   *checkPart `json:"check_run"`
-	CheckSuite *checkPart `json:"check_suite"`
+	CheckRun        *checkPart `json:"check_run"`
+	CheckSuite      *checkPart `json:"check_suite"`
+	RequestedAction *struct {
+		Identifier string `json:"identifier"`
+	} `json:"requested_action"`
 	Repository *struct {
 		ID int64 `json:"id"`
 	} `json:"repository"`
@@ -78,6 +81,11 @@ func parseCheckPayload(event string, payload []byte) (*checkPart, int64, error) 
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, 0, payloadErrorf(event, "does not parse: %v", err)
 	}
+	return p.part(event)
+}
+
+// part is the check run or suite of the payload and its repository ID.
+func (p *checkPayload) part(event string) (*checkPart, int64, error) {
 	part := p.CheckRun
 	if event == "check_suite" {
 		part = p.CheckSuite
@@ -95,6 +103,9 @@ func parseCheckPayload(event string, payload []byte) (*checkPart, int64, error) 
 // this App's check run (an entry ID as external_id) or check suite asks
 // for a new generation of that entry's subject; anything else is ignored.
 func (m *Mapper) rerun(d delivery, payload []byte) (Decision, error) {
+	if d.event == "check_run" && d.action() == "requested_action" {
+		return m.requestedAction(d, payload)
+	}
 	if d.action() != "rerequested" {
 		return d.ignore("%s action %q is not handled", d.event, d.action()), nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,8 @@ type checkRun struct {
 	text        string
 	annotations []Annotation
 	updates     int
+	actions     []Action
+	writes      []CheckRunWrite
 }
 
 // GitHub's limits on annotations.
@@ -37,6 +40,14 @@ const (
 	maxRawDetails            = 64 * 1024
 	maxAnnotationMessage     = 64 * 1024
 	maxAnnotationTitle       = 255
+)
+
+// GitHub's limits on check run actions (the buttons a check run offers):
+// at most 3, a label of 20 characters, a description of 40 and an
+// identifier of 20. The schema holds all but the description's.
+const (
+	maxActions           = 3
+	maxActionDescription = 40
 )
 
 func (s *Server) checkRunJSON(cr *checkRun) map[string]any {
@@ -93,6 +104,7 @@ func (s *Server) checkRunJSON(cr *checkRun) map[string]any {
 // checkRunInput is the validated content of a create or update body.
 type checkRunInput struct {
 	annotations []Annotation
+	actions     []Action // nil: the body does not set them
 }
 
 // validateCheckRunBody applies the rules GitHub enforces beyond its schema.
@@ -113,6 +125,26 @@ func validateCheckRunBody(body map[string]any, update bool) (checkRunInput, []st
 	if d := str(body, "details_url"); d != "" {
 		if u, err := url.Parse(d); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			probs = append(probs, fmt.Sprintf("details_url %q is not a valid http(s) URL.", d))
+		}
+	}
+	if has(body, "actions") {
+		list, _ := body["actions"].([]any)
+		in.actions = []Action{}
+		if len(list) > maxActions {
+			probs = append(probs, fmt.Sprintf("For 'properties/actions', the array has %d items (maximum is %d).", len(list), maxActions))
+		}
+		for i, a := range list {
+			m, _ := a.(map[string]any)
+			act := Action{Label: str(m, "label"), Description: str(m, "description"), Identifier: str(m, "identifier")}
+			for _, f := range [][2]string{{"label", act.Label}, {"description", act.Description}, {"identifier", act.Identifier}} {
+				if strings.TrimSpace(f[1]) == "" {
+					probs = append(probs, fmt.Sprintf("For 'actions/%d', %s can't be blank.", i, f[0]))
+				}
+			}
+			if n := len([]rune(act.Description)); n > maxActionDescription {
+				probs = append(probs, fmt.Sprintf("For 'actions/%d', description is too long (%d characters, maximum is %d).", i, n, maxActionDescription))
+			}
+			in.actions = append(in.actions, act)
 		}
 	}
 	out, ok := body["output"].(map[string]any)
@@ -203,6 +235,15 @@ func applyCheckRun(cr *checkRun, body map[string]any, in checkRunInput, now time
 		}
 		cr.annotations = append(cr.annotations, in.annotations...)
 	}
+	if in.actions != nil {
+		cr.actions = in.actions
+	}
+	out, _ := body["output"].(map[string]any)
+	_, setsText := out["text"]
+	cr.writes = append(cr.writes, CheckRunWrite{
+		Time: now, Status: cr.status, Conclusion: cr.conclusion, Title: cr.title, Summary: cr.summary,
+		Text: cr.text, SetsText: setsText, Actions: slices.Clone(cr.actions), SetsActions: in.actions != nil,
+	})
 }
 
 // handleCreateCheckRun serves POST /repos/{owner}/{repo}/check-runs.

@@ -529,8 +529,13 @@ func TestCheckRunViolations(t *testing.T) {
 			AnnotationLevel: github.String("error"), Message: github.String("m")})},
 		"annotation without message": {Output: out(&github.CheckRunAnnotation{Path: github.String(".github"), StartLine: github.Int(1), EndLine: github.Int(1),
 			AnnotationLevel: github.String("notice")})},
-		"summary too long": {Output: &github.CheckRunOutput{Title: github.String("t"), Summary: github.String(strings.Repeat("s", 65536))}},
-		"waiting status":   {Status: github.String("waiting")},
+		"summary too long":           {Output: &github.CheckRunOutput{Title: github.String("t"), Summary: github.String(strings.Repeat("s", 65536))}},
+		"waiting status":             {Status: github.String("waiting")},
+		"four actions":               {Actions: actions(4, "Cancel", "Stop it", "cancel")},
+		"label of 21":                {Actions: actions(1, strings.Repeat("l", 21), "d", "cancel")},
+		"description of 41":          {Actions: actions(1, "Cancel", strings.Repeat("d", 41), "cancel")},
+		"identifier of 21":           {Actions: actions(1, "Cancel", "d", strings.Repeat("i", 21))},
+		"action without description": {Actions: []*github.CheckRunAction{{Label: "Cancel", Identifier: "cancel"}}},
 	} {
 		_, _, err := c.Checks.UpdateCheckRun(ctx, owner, name, cr.GetID(), opts)
 		var er *github.ErrorResponse
@@ -556,8 +561,64 @@ func TestCheckRunViolations(t *testing.T) {
 	if _, _, err := c.Checks.UpdateCheckRun(ctx, owner, name, 1, github.UpdateCheckRunOptions{Status: github.String("in_progress")}); errorStatus(err) != 404 {
 		t.Errorf("unknown check run: %v", err)
 	}
-	if n := len(s.Violations()); n != 11 {
+	if n := len(s.Violations()); n != 16 {
 		t.Errorf("violations = %d: %+v", n, s.Violations())
+	}
+}
+
+func actions(n int, label, description, identifier string) []*github.CheckRunAction {
+	out := make([]*github.CheckRunAction, n)
+	for i := range out {
+		out[i] = &github.CheckRunAction{Label: label, Description: description, Identifier: fmt.Sprint(identifier[:len(identifier)-1], i%10)}
+	}
+	return out
+}
+
+// TestCheckRunActions: a check run keeps the buttons it was given, three at
+// most at GitHub's lengths, until an update replaces them (actions: []
+// removes them); an update without actions leaves them; a press of a
+// button it offers is delivered as check_run requested_action, and of one
+// it does not offer is refused.
+func TestCheckRunActions(t *testing.T) {
+	t.Parallel()
+	s, info := setup(t, false)
+	ctx := context.Background()
+	c, _ := installationClient(t, s, instID)
+	three := actions(3, strings.Repeat("l", 20), strings.Repeat("d", 40), strings.Repeat("i", 20))
+	cr, _, err := c.Checks.CreateCheckRun(ctx, owner, name, github.CreateCheckRunOptions{
+		Name: "gitlease", HeadSHA: info.HeadSHA, Status: github.String("in_progress"), Actions: three,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.CheckRun(cr.GetID()); len(got.Actions) != 3 || got.Actions[2].Identifier != three[2].Identifier || !got.Writes[0].SetsActions {
+		t.Fatalf("actions after create = %+v", got.Actions)
+	}
+	if _, _, err := c.Checks.UpdateCheckRun(ctx, owner, name, cr.GetID(), github.UpdateCheckRunOptions{
+		Output: &github.CheckRunOutput{Title: github.String("t"), Summary: github.String("s"), Text: github.String("x")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.CheckRun(cr.GetID()); len(got.Actions) != 3 || got.Writes[1].SetsActions || !got.Writes[1].SetsText {
+		t.Fatalf("an update without actions changed them: %+v", got)
+	}
+	got, _ := s.CheckRun(cr.GetID())
+	if _, err := s.PressAction(cr.GetID(), "cancel", "octo"); err == nil {
+		t.Error("a press of a button the check run does not offer was delivered")
+	}
+	if _, err := s.PressAction(cr.GetID(), got.Actions[0].Identifier, "octo"); err != nil {
+		t.Errorf("press: %v", err)
+	}
+	req, err := c.NewRequest("PATCH", fmt.Sprintf("repos/%s/%s/check-runs/%d", owner, name, cr.GetID()),
+		map[string]any{"status": "completed", "conclusion": "cancelled", "actions": []any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(ctx, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.CheckRun(cr.GetID()); len(got.Actions) != 0 || !got.Writes[2].SetsActions || got.Conclusion != "cancelled" {
+		t.Fatalf("actions: [] left %+v", got.Actions)
 	}
 }
 

@@ -79,6 +79,28 @@ type CheckRun struct {
 	// Updates counts the successful PATCHes of the check run.
 	Updates int
 	HTMLURL string
+	// Actions are the buttons it offers now (check run actions).
+	Actions []Action
+	// Writes are its successful create and updates, in order, each with
+	// what the check run showed after it.
+	Writes []CheckRunWrite
+}
+
+// Action is a check run action: a button GitHub shows on the check run,
+// whose press sends check_run requested_action with its identifier.
+type Action struct {
+	Label, Description, Identifier string
+}
+
+// CheckRunWrite is one successful create or update of a check run and
+// what the check run showed after it.
+type CheckRunWrite struct {
+	Time                 time.Time
+	Status, Conclusion   string
+	Title, Summary, Text string
+	SetsText             bool // the write carried output.text
+	Actions              []Action
+	SetsActions          bool // the write carried actions
 }
 
 // Annotation is a check run annotation, in the order it was written.
@@ -240,6 +262,7 @@ func (s *Server) checkRunSnapshot(cr *checkRun) CheckRun {
 		StartedAt: cr.startedAt, CompletedAt: cr.completedAt, Title: cr.title, Summary: cr.summary, Text: cr.text,
 		Annotations: slices.Clone(cr.annotations), Updates: cr.updates,
 		HTMLURL: s.htmlURL("%s/runs/%d", cr.repo.fullName(), cr.id),
+		Actions: slices.Clone(cr.actions), Writes: slices.Clone(cr.writes),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/db/dbq"
 	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/webhook"
 )
 
 // maxAnnotations is GitHub's limit of annotations per check-run request.
@@ -40,6 +41,45 @@ func toGitHub(rowID int64, anns []Annotation) []*gh.CheckRunAnnotation {
 	return out
 }
 
+// page is the summary a check run's state change writes: the row's
+// headline over the item's summary page, and, once concluded, the end of
+// the command's output.
+func (s *Sender) page(t target, u checkRunUpdate) string {
+	f := s.facts(t, u.Summary)
+	if u.Status == "completed" {
+		return summaryPage(f) + noteText(t.w.Note())
+	}
+	return summaryPage(f)
+}
+
+// facts gathers what the summary page says of t's item.
+func (s *Sender) facts(t target, headline string) pageFacts {
+	w, g := t.w, t.g
+	f := pageFacts{
+		headline: headline, subject: w.QualifiedID(), generation: w.Generation(), entryID: w.EntryID(),
+		meta: t.m, branch: dbq.Deref(g.Branch), prURL: dbq.Deref(g.PrUrl),
+		dashboard: detailsURL(s.cfg.PublicURL, w.EntryID()), started: w.AssignedAt(), ended: w.FinishedAt(), now: s.cfg.Now(),
+	}
+	if g.PrNumber != nil {
+		f.prNumber = int(*g.PrNumber)
+	}
+	if f.branch == "" && t.m.Kind == webhook.KindPullRequest {
+		if r := w.Reservation(); r != nil {
+			f.branch = strings.TrimPrefix(r.HeadRef, "refs/heads/")
+		}
+	}
+	if code, ok := w.ExitCode(); ok {
+		f.exitCode = &code
+	}
+	if fe := w.Fence(); fe != nil && fe.QueueLease != nil {
+		f.worker = fe.QueueLease.OwnerID
+		if f.ended.IsZero() {
+			f.leaseExpiry = fe.QueueLease.ExpiresAt.Time
+		}
+	}
+	return f
+}
+
 // sendCheckRun brings an item's check run to the row's state: created if
 // it has none yet (found again by external_id only after an answer that may
 // have been lost), else updated, with annotations at most 50 per request
@@ -65,6 +105,9 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 	}
 	if headSHA == "" {
 		return &github.PermanentError{Err: errors.New("the item finished before its branch existed: no commit to put its check run on")}
+	}
+	if u.Status != "" {
+		u.Summary = s.page(t, u)
 	}
 	u.Title, u.Summary, u.Text = fitTitle(u.Title), fitText(u.Summary), fitText(u.Text)
 	r := s.gh.Retries()
@@ -98,6 +141,9 @@ func (s *Sender) sendCheckRun(ctx context.Context, row dbq.Outbox, at *attempt) 
 		}
 		if u.Text != "" {
 			opts.Output.Text = gh.String(u.Text)
+		}
+		if a := actionsFor(u.Status); a != nil && len(*a) > 0 {
+			opts.Actions = *a
 		}
 		run, found, err := createCheckRun(ctx, r, c, owner, repo, opts, row.Attempts > 1, at)
 		if err != nil {
@@ -199,10 +245,11 @@ func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo s
 		return nil
 	}
 	next := shownOutput{title: orDefault(u.Title, shown.title), summary: orDefault(u.Summary, shown.summary)}
-	opts := gh.UpdateCheckRunOptions{
+	body := checkRunPatch{UpdateCheckRunOptions: gh.UpdateCheckRunOptions{
 		Name:   CheckName,
 		Output: &gh.CheckRunOutput{Title: gh.String(next.title), Summary: gh.String(next.summary)},
-	}
+	}, Actions: actionsFor(u.Status)}
+	opts := &body.UpdateCheckRunOptions
 	if u.Text != "" {
 		opts.Output.Text = gh.String(u.Text)
 	}
@@ -221,7 +268,7 @@ func (s *Sender) updateCheckRun(ctx context.Context, c *gh.Client, owner, repo s
 			}
 		}
 		opts.Output.Annotations = anns
-		return c.Checks.UpdateCheckRun(ctx, owner, repo, runID, opts)
+		return patchCheckRun(ctx, c, owner, repo, runID, body)
 	})
 	if err != nil {
 		return fmt.Errorf("update check run %d: %w", runID, err)

@@ -194,10 +194,9 @@ func queuedCheckRun(it queue.Item) (uuid.UUID, checkRunUpdate, bool) {
 		return uuid.UUID{}, checkRunUpdate{}, false
 	}
 	return uuid.MustParse(it.EntryID()), checkRunUpdate{
-		Status: "queued",
-		Title:  fmt.Sprintf("Queued: generation %d", it.Generation()),
-		Summary: fmt.Sprintf("gitlease queued generation %d of %s for this pull request (entry %s). "+
-			"It waits for a worker to lease it.", it.Generation(), it.QualifiedID(), it.EntryID()),
+		Status:  "queued",
+		Title:   fmt.Sprintf("Queued: generation %d", it.Generation()),
+		Summary: "Queued: waiting for a worker to lease it",
 	}, true
 }
 
@@ -218,11 +217,9 @@ func (o *Outbox) Leased(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 		}
 	}
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
-		Status: "in_progress",
-		Title:  fmt.Sprintf("In progress: generation %d", it.Generation()),
-		Summary: fmt.Sprintf("gitlease handed generation %d of %s to worker %s (lease generation %d, workflow %s). "+
-			"The lease expires at %s unless the worker renews it.", it.Generation(), it.QualifiedID(),
-			f.QueueLease.OwnerID, f.QueueLease.Generation, f.WorkflowID, f.QueueLease.ExpiresAt.Format(time.RFC3339)),
+		Status:  "in_progress",
+		Title:   fmt.Sprintf("In progress: generation %d", it.Generation()),
+		Summary: fmt.Sprintf("Running: handed to worker %s (lease generation %d)", f.QueueLease.OwnerID, f.QueueLease.Generation),
 	})
 }
 
@@ -253,22 +250,40 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	if !ok || (m.Kind == webhook.KindIssue && !it.ProvisionRequested()) {
 		return nil
 	}
-	why := map[string]string{
-		queue.StatusCompleted: "the worker finished it successfully",
-		queue.StatusFailed:    "the worker reported a failure",
-		queue.StatusCancelled: "it was cancelled (its subject was closed, or its worker cancelled it)",
-		queue.StatusDropped:   "an operator dropped it from the queue, or it expired before a worker took it",
-	}[it.Status()]
-	conclusion := conclusions[it.Status()]
-	if it.Status() == queue.StatusFailed && strings.HasPrefix(it.Note(), queue.NoteTimedOut) {
-		conclusion, why = "timed_out", "its command ran past GITLEASE_WORKER_TIMEOUT and was ended"
-	}
+	conclusion, headline := ending(it)
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
 		Status:     "completed",
 		Conclusion: conclusion,
-		Title:      fmt.Sprintf("%s: generation %d", strings.ToUpper(it.Status()[:1])+it.Status()[1:], it.Generation()),
-		Summary:    fmt.Sprintf("Generation %d of %s ended %s: %s.", it.Generation(), it.QualifiedID(), it.Status(), why) + noteText(it.Note()),
+		Title:      fmt.Sprintf("%s: generation %d", strings.ToUpper(conclusion[:1])+strings.ReplaceAll(conclusion[1:], "_", " "), it.Generation()),
+		Summary:    headline,
 	})
+}
+
+// ending is a finished item's check-run conclusion and the one line that
+// says why, who and how: the item's end reason when it has one ("Cancelled
+// by @octo with the Cancel button", "Command exited 3"), else what its
+// outcome says. A failure whose note starts with queue.NoteTimedOut timed
+// out.
+func ending(it queue.Item) (conclusion, headline string) {
+	conclusion = conclusions[it.Status()]
+	if it.Status() == queue.StatusFailed && strings.HasPrefix(it.Note(), queue.NoteTimedOut) {
+		conclusion = "timed_out"
+		line, _, _ := strings.Cut(strings.TrimPrefix(it.Note(), "gitlease: "), "\n")
+		line, _, _ = strings.Cut(line, ":")
+		headline = strings.ToUpper(line[:1]) + line[1:]
+	}
+	if r := it.EndReason(); r != "" && headline == "" {
+		return conclusion, r
+	}
+	if headline != "" {
+		return conclusion, headline
+	}
+	return conclusion, map[string]string{
+		queue.StatusCompleted: "Completed: the worker finished it successfully",
+		queue.StatusFailed:    "Failed: the worker reported a failure",
+		queue.StatusCancelled: "Cancelled",
+		queue.StatusDropped:   "Dropped: an operator dropped it from the queue, or it expired before a worker took it",
+	}[it.Status()]
 }
 
 // standalone creates a concluded check run on a commit that is not an

@@ -398,7 +398,7 @@ func TestWorkerStopsTheCommandWhenTheSubjectCloses(t *testing.T) {
 		Exec: script(t, "touch '"+dir+"/started'\nsleep 60\ntouch '"+dir+"/finished'\n")})
 	eventually(t, 10*time.Second, "command started", func() bool { return fileExists(dir + "/started") })
 	err := store.InTx(context.Background(), func(ctx context.Context, tx pgx.Tx) error {
-		_, err := store.CancelSubjectTx(ctx, tx, "github_issue:1296269#1")
+		_, err := store.CancelSubjectTx(ctx, tx, "github_issue:1296269#1", "")
 		return err
 	})
 	if err != nil {

@@ -151,6 +151,8 @@ type WorkItem struct {
 	Source             string
 	InstallationID     int64
 	TraceParent        *string
+	EndReason          *string
+	ExitCode           *int32
 }
 
 type WorkItemAudit struct {

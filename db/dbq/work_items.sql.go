@@ -55,18 +55,77 @@ func (q *Queries) WorkItemAuditInsert(ctx context.Context, db DBTX, arg WorkItem
 	return err
 }
 
+const workItemCancelEntry = `-- name: WorkItemCancelEntry :one
+UPDATE work_items
+SET status = 'cancelled', finished_at = $1::timestamptz, end_reason = $2
+WHERE id = $3 AND status IN ('pending', 'held')
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+`
+
+type WorkItemCancelEntryParams struct {
+	Now       time.Time
+	EndReason *string
+	ID        uuid.UUID
+}
+
+// One item cancelled on request (the check run's Cancel button, the
+// dashboard): pending or held, it finishes cancelled, saying why.
+func (q *Queries) WorkItemCancelEntry(ctx context.Context, db DBTX, arg WorkItemCancelEntryParams) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemCancelEntry, arg.Now, arg.EndReason, arg.ID)
+	var i WorkItem
+	err := row.Scan(
+		&i.ID,
+		&i.Position,
+		&i.Status,
+		&i.IsV2,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.TaskID,
+		&i.Dispatch,
+		&i.EnqueuedAt,
+		&i.RunAt,
+		&i.RunAtTime,
+		&i.ExpireAfterSecs,
+		&i.ExpiresAfter,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.CollisionKey,
+		&i.WorkflowID,
+		&i.WorkflowGeneration,
+		&i.LeaseOwner,
+		&i.LeaseGeneration,
+		&i.LeaseExpiresAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.CancelRequestedAt,
+		&i.ResultNote,
+		&i.Source,
+		&i.InstallationID,
+		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
+	)
+	return i, err
+}
+
 const workItemCancelInstallation = `-- name: WorkItemCancelInstallation :many
 UPDATE work_items
-SET status = 'cancelled', finished_at = $1::timestamptz
+SET status = 'cancelled', finished_at = $1::timestamptz, end_reason = $2
 WHERE status IN ('pending', 'held')
-  AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
-  AND (cardinality($3::text[]) = 0
-       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+  AND dispatch #>> '{subject,metadata,installation_id}' = $3::text
+  AND (cardinality($4::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($4::text[]))
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemCancelInstallationParams struct {
 	Now            time.Time
+	EndReason      *string
 	InstallationID string
 	RepositoryIds  []string
 }
@@ -75,7 +134,12 @@ type WorkItemCancelInstallationParams struct {
 // when repository_ids is not empty): its pending and held items finish
 // cancelled.
 func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg WorkItemCancelInstallationParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemCancelInstallation, arg.Now, arg.InstallationID, arg.RepositoryIds)
+	rows, err := db.Query(ctx, workItemCancelInstallation,
+		arg.Now,
+		arg.EndReason,
+		arg.InstallationID,
+		arg.RepositoryIds,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +181,8 @@ func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg W
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -130,21 +196,23 @@ func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg W
 
 const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
 UPDATE work_items
-SET status = 'cancelled', finished_at = $1::timestamptz
-WHERE canonical_id = $2::text AND status IN ('pending', 'held')
+SET status = 'cancelled', finished_at = $1::timestamptz, end_reason = $2
+WHERE canonical_id = $3::text AND status IN ('pending', 'held')
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemCancelSubjectParams struct {
 	Now         time.Time
+	EndReason   *string
 	CanonicalID string
 }
 
-// A closed subject: its pending and held items finish cancelled.
+// A closed subject: its pending and held items finish cancelled, saying
+// why.
 // Each arm of the OR is served by one partial index on canonical_id.
 func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkItemCancelSubjectParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemCancelSubject, arg.Now, arg.CanonicalID)
+	rows, err := db.Query(ctx, workItemCancelSubject, arg.Now, arg.EndReason, arg.CanonicalID)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +254,8 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -199,18 +269,21 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 
 const workItemComplete = `-- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = $1::text, finished_at = $2::timestamptz, result_note = $3
-WHERE w.id = $4 AND w.status = 'assigned'
-  AND work_item_fence_matches(w, $5, $6, $7,
-        $8, $9, $10,
-        $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+SET status = $1::text, finished_at = $2::timestamptz, result_note = $3,
+    end_reason = coalesce(w.end_reason, $4), exit_code = $5
+WHERE w.id = $6 AND w.status = 'assigned'
+  AND work_item_fence_matches(w, $7, $8, $9,
+        $10, $11, $12,
+        $13, $14, $15)
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemCompleteParams struct {
 	Status             string
 	Now                time.Time
 	Note               *string
+	EndReason          *string
+	ExitCode           *int32
 	ID                 uuid.UUID
 	WorkflowID         string
 	WorkflowGeneration int64
@@ -228,6 +301,8 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		arg.Status,
 		arg.Now,
 		arg.Note,
+		arg.EndReason,
+		arg.ExitCode,
 		arg.ID,
 		arg.WorkflowID,
 		arg.WorkflowGeneration,
@@ -274,6 +349,8 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -306,7 +383,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemDropParams struct {
@@ -351,6 +428,8 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -358,7 +437,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 const workItemDropWaiting = `-- name: WorkItemDropWaiting :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemDropWaitingParams struct {
@@ -404,6 +483,8 @@ func (q *Queries) WorkItemDropWaiting(ctx context.Context, db DBTX, arg WorkItem
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -421,12 +502,12 @@ WITH swept AS (
     )
     RETURNING id
 )
-(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent FROM work_items w WHERE w.id IN (SELECT id FROM swept))
+(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent, w.end_reason, w.exit_code FROM work_items w WHERE w.id IN (SELECT id FROM swept))
 UNION ALL
-(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source, k.installation_id, k.trace_parent FROM work_items k
+(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source, k.installation_id, k.trace_parent, k.end_reason, k.exit_code FROM work_items k
  WHERE $2::text <> '' AND k.idempotency_key = $2::text)
 UNION ALL
-(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source, s.installation_id, s.trace_parent FROM work_items s
+(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source, s.installation_id, s.trace_parent, s.end_reason, s.exit_code FROM work_items s
  WHERE s.canonical_id = $3::text
    AND s.status IN ('pending', 'assigned', 'held')
    AND ((s.subject_generation IS NOT NULL) OR (s.subject_generation IS NULL AND s.status IN ('pending', 'held')))
@@ -434,7 +515,7 @@ UNION ALL
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
 UNION ALL
-(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source, r.installation_id, r.trace_parent FROM work_items r
+(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source, r.installation_id, r.trace_parent, r.end_reason, r.exit_code FROM work_items r
  WHERE $4::text <> ''
    AND r.collision_key = lower(btrim($5::text)) || E'\n' || $4::text
    AND r.status IN ('pending', 'assigned', 'held')
@@ -512,6 +593,8 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 			&i.WorkItem.Source,
 			&i.WorkItem.InstallationID,
 			&i.WorkItem.TraceParent,
+			&i.WorkItem.EndReason,
+			&i.WorkItem.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -524,7 +607,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 }
 
 const workItemExpiredLeases = `-- name: WorkItemExpiredLeases :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
 WHERE status = 'assigned' AND lease_expires_at <= $1::timestamptz
   AND lease_generation > 0 AND starts_with(lease_owner, $2::text)
 ORDER BY lease_expires_at
@@ -582,6 +665,8 @@ func (q *Queries) WorkItemExpiredLeases(ctx context.Context, db DBTX, arg WorkIt
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -600,7 +685,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -667,12 +752,14 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -715,12 +802,14 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -760,12 +849,14 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -805,6 +896,8 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -812,7 +905,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -858,6 +951,8 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -865,7 +960,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemHoldParams struct {
@@ -910,6 +1005,8 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -925,7 +1022,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemInsertParams struct {
@@ -1003,6 +1100,8 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1255,7 +1354,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent, w.end_reason, w.exit_code
 `
 
 type WorkItemLeaseManyParams struct {
@@ -1321,6 +1420,8 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1337,7 +1438,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -1389,6 +1490,8 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1396,7 +1499,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -1442,12 +1545,14 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -1505,6 +1610,8 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1520,7 +1627,7 @@ const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1560,12 +1667,14 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id 
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1621,6 +1730,8 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1633,7 +1744,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND ((subject_generation IS NOT NULL) OR (subject_generation IS NULL AND status IN ('pending', 'held')))
@@ -1682,6 +1793,8 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1738,7 +1851,7 @@ SET status = 'pending', assigned_at = NULL,
     workflow_id = CASE WHEN lease_generation = 0 THEN NULL ELSE workflow_id END,
     lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
 WHERE id = $1 AND status = 'assigned' AND lease_expires_at <= $2::timestamptz
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemReclaimExpiredParams struct {
@@ -1787,6 +1900,8 @@ func (q *Queries) WorkItemReclaimExpired(ctx context.Context, db DBTX, arg WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1800,7 +1915,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemRecoverParams struct {
@@ -1870,6 +1985,8 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1877,7 +1994,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1917,6 +2034,8 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1928,7 +2047,7 @@ WHERE w.id = $1 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $2, $3, $4,
         $5, $6, $7,
         $8, $9, $10)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemReleasePendingParams struct {
@@ -1992,6 +2111,8 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
@@ -2004,7 +2125,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemRenewParams struct {
@@ -2072,26 +2193,29 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemRequestCancel = `-- name: WorkItemRequestCancel :many
 UPDATE work_items
-SET cancel_requested_at = $1::timestamptz
-WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
+SET cancel_requested_at = $1::timestamptz, end_reason = $2
+WHERE canonical_id = $3::text AND status = 'assigned' AND cancel_requested_at IS NULL
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemRequestCancelParams struct {
 	Now         time.Time
+	EndReason   *string
 	CanonicalID string
 }
 
 // A closed subject: its assigned items are told to stop at their next renew.
 func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkItemRequestCancelParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemRequestCancel, arg.Now, arg.CanonicalID)
+	rows, err := db.Query(ctx, workItemRequestCancel, arg.Now, arg.EndReason, arg.CanonicalID)
 	if err != nil {
 		return nil, err
 	}
@@ -2133,6 +2257,8 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -2144,18 +2270,76 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 	return items, nil
 }
 
+const workItemRequestCancelEntry = `-- name: WorkItemRequestCancelEntry :one
+UPDATE work_items
+SET cancel_requested_at = $1::timestamptz, end_reason = $2
+WHERE id = $3 AND status = 'assigned' AND cancel_requested_at IS NULL
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+`
+
+type WorkItemRequestCancelEntryParams struct {
+	Now       time.Time
+	EndReason *string
+	ID        uuid.UUID
+}
+
+// One assigned item asked to stop at its next renew, saying why.
+func (q *Queries) WorkItemRequestCancelEntry(ctx context.Context, db DBTX, arg WorkItemRequestCancelEntryParams) (WorkItem, error) {
+	row := db.QueryRow(ctx, workItemRequestCancelEntry, arg.Now, arg.EndReason, arg.ID)
+	var i WorkItem
+	err := row.Scan(
+		&i.ID,
+		&i.Position,
+		&i.Status,
+		&i.IsV2,
+		&i.SubjectID,
+		&i.CanonicalID,
+		&i.SubjectGeneration,
+		&i.TaskID,
+		&i.Dispatch,
+		&i.EnqueuedAt,
+		&i.RunAt,
+		&i.RunAtTime,
+		&i.ExpireAfterSecs,
+		&i.ExpiresAfter,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Repository,
+		&i.BaseRef,
+		&i.HeadRef,
+		&i.CollisionKey,
+		&i.WorkflowID,
+		&i.WorkflowGeneration,
+		&i.LeaseOwner,
+		&i.LeaseGeneration,
+		&i.LeaseExpiresAt,
+		&i.AssignedAt,
+		&i.HeldAt,
+		&i.FinishedAt,
+		&i.CancelRequestedAt,
+		&i.ResultNote,
+		&i.Source,
+		&i.InstallationID,
+		&i.TraceParent,
+		&i.EndReason,
+		&i.ExitCode,
+	)
+	return i, err
+}
+
 const workItemRequestCancelInstallation = `-- name: WorkItemRequestCancelInstallation :many
 UPDATE work_items
-SET cancel_requested_at = $1::timestamptz
+SET cancel_requested_at = $1::timestamptz, end_reason = $2
 WHERE status = 'assigned' AND cancel_requested_at IS NULL
-  AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
-  AND (cardinality($3::text[]) = 0
-       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+  AND dispatch #>> '{subject,metadata,installation_id}' = $3::text
+  AND (cardinality($4::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($4::text[]))
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 type WorkItemRequestCancelInstallationParams struct {
 	Now            time.Time
+	EndReason      *string
 	InstallationID string
 	RepositoryIds  []string
 }
@@ -2163,7 +2347,12 @@ type WorkItemRequestCancelInstallationParams struct {
 // The same installation's (or repositories') assigned items are told to
 // stop at their next renew.
 func (q *Queries) WorkItemRequestCancelInstallation(ctx context.Context, db DBTX, arg WorkItemRequestCancelInstallationParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemRequestCancelInstallation, arg.Now, arg.InstallationID, arg.RepositoryIds)
+	rows, err := db.Query(ctx, workItemRequestCancelInstallation,
+		arg.Now,
+		arg.EndReason,
+		arg.InstallationID,
+		arg.RepositoryIds,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -2205,6 +2394,8 @@ func (q *Queries) WorkItemRequestCancelInstallation(ctx context.Context, db DBTX
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -2271,7 +2462,7 @@ WHERE id IN (
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
 `
 
 // Drops pending entries whose run_at + expire_after_secs has passed, a
@@ -2321,6 +2512,8 @@ func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Ti
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
+			&i.EndReason,
+			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}

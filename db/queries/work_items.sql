@@ -108,7 +108,8 @@ RETURNING *;
 
 -- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = @status::text, finished_at = @now::timestamptz, result_note = sqlc.narg('note')
+SET status = @status::text, finished_at = @now::timestamptz, result_note = sqlc.narg('note'),
+    end_reason = coalesce(w.end_reason, sqlc.narg('end_reason')), exit_code = sqlc.narg('exit_code')
 WHERE w.id = @id AND w.status = 'assigned'
   AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
         @subject_generation, @owner_id, @lease_generation,
@@ -217,9 +218,10 @@ LIMIT 1;
 SELECT * FROM work_items WHERE id = @id FOR UPDATE;
 
 -- name: WorkItemCancelSubject :many
--- A closed subject: its pending and held items finish cancelled.
+-- A closed subject: its pending and held items finish cancelled, saying
+-- why.
 UPDATE work_items
-SET status = 'cancelled', finished_at = @now::timestamptz
+SET status = 'cancelled', finished_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
 -- Each arm of the OR is served by one partial index on canonical_id.
 WHERE canonical_id = @canonical_id::text AND status IN ('pending', 'held')
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
@@ -228,7 +230,7 @@ RETURNING *;
 -- name: WorkItemRequestCancel :many
 -- A closed subject: its assigned items are told to stop at their next renew.
 UPDATE work_items
-SET cancel_requested_at = @now::timestamptz
+SET cancel_requested_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
 WHERE canonical_id = @canonical_id::text AND status = 'assigned' AND cancel_requested_at IS NULL
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
 RETURNING *;
@@ -434,7 +436,7 @@ RETURNING *;
 -- when repository_ids is not empty): its pending and held items finish
 -- cancelled.
 UPDATE work_items
-SET status = 'cancelled', finished_at = @now::timestamptz
+SET status = 'cancelled', finished_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
 WHERE status IN ('pending', 'held')
   AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
   AND (cardinality(@repository_ids::text[]) = 0
@@ -445,9 +447,24 @@ RETURNING *;
 -- The same installation's (or repositories') assigned items are told to
 -- stop at their next renew.
 UPDATE work_items
-SET cancel_requested_at = @now::timestamptz
+SET cancel_requested_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
 WHERE status = 'assigned' AND cancel_requested_at IS NULL
   AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
   AND (cardinality(@repository_ids::text[]) = 0
        OR dispatch #>> '{subject,metadata,repository_id}' = ANY (sqlc.arg('repository_ids')::text[]))
+RETURNING *;
+
+-- name: WorkItemCancelEntry :one
+-- One item cancelled on request (the check run's Cancel button, the
+-- dashboard): pending or held, it finishes cancelled, saying why.
+UPDATE work_items
+SET status = 'cancelled', finished_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+WHERE id = @id AND status IN ('pending', 'held')
+RETURNING *;
+
+-- name: WorkItemRequestCancelEntry :one
+-- One assigned item asked to stop at its next renew, saying why.
+UPDATE work_items
+SET cancel_requested_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+WHERE id = @id AND status = 'assigned' AND cancel_requested_at IS NULL
 RETURNING *;
