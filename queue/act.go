@@ -19,6 +19,7 @@ const (
 	ActionRelease = "release" // return a held item to pending
 	ActionDrop    = "drop"    // finish a pending or held item dropped; cannot be undone
 	ActionReclaim = "reclaim" // give an assigned item whose lease expired back to pending
+	ActionCancel  = "cancel"  // cancel a live item as its check run's Cancel button does; cannot be undone
 )
 
 // ActParams names an operator action on one item and who took it.
@@ -44,13 +45,14 @@ func (e *NotActionableError) Error() string {
 // Act applies an operator action to one item and writes it, with
 // p.Actor, to the item's audit log in the same transaction (method
 // "operator/<action>"). A drop tells the Observer the item finished, so its
-// check run concludes. It returns ErrNotFound for an unknown entry,
+// check run concludes; so does a cancel of a pending or held item, and a
+// cancel of an assigned one asks its owner to stop (CancelEntryTx). It returns ErrNotFound for an unknown entry,
 // *NotActionableError when the item's status does not allow the action
 // (reclaiming a lease that has not expired included), and *InvalidError for
 // an unknown action or a blank actor.
 func (s *Store) Act(ctx context.Context, p ActParams) (err error) {
 	switch p.Action {
-	case ActionHold, ActionRelease, ActionDrop, ActionReclaim:
+	case ActionHold, ActionRelease, ActionDrop, ActionReclaim, ActionCancel:
 	default:
 		return invalidf("unknown operator action %q", p.Action)
 	}
@@ -84,6 +86,24 @@ func (s *Store) Act(ctx context.Context, p ActParams) (err error) {
 		case ActionReclaim:
 			from = StatusAssigned
 			w, err = s.q.WorkItemReclaimExpired(ctx, tx, dbq.WorkItemReclaimExpiredParams{ID: id, Now: now})
+		case ActionCancel:
+			var cur dbq.WorkItem
+			if cur, err = s.q.WorkItemGetForUpdate(ctx, tx, id); err == nil {
+				from = cur.Status
+				var res CancelResult
+				if res, err = s.CancelEntryTx(ctx, tx, id, "Cancelled by an operator from the dashboard ("+actor+")"); err != nil {
+					return err
+				}
+				switch {
+				case len(res.Cancelled) == 1:
+					return s.audit(ctx, tx, id, now, "operator/"+p.Action, from, StatusCancelled, actor)
+				case len(res.Requested) == 1:
+					// Its owner ends it at its next renew, which a built-in
+					// worker makes at once.
+					return s.audit(ctx, tx, id, now, "operator/"+p.Action, from, from, actor+": asked the worker to stop")
+				}
+				err = pgx.ErrNoRows
+			}
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, gerr := s.q.WorkItemGet(ctx, tx, id)

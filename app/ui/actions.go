@@ -17,17 +17,33 @@ import (
 // actor is how the audit log names who acted from the dashboard.
 func actor(s session) string { return "dashboard " + s.Kind + " session" }
 
-var itemActions = []string{queue.ActionHold, queue.ActionRelease, queue.ActionDrop, queue.ActionReclaim}
+var itemActions = []string{queue.ActionHold, queue.ActionRelease, queue.ActionDrop, queue.ActionReclaim, queue.ActionCancel}
 
-// act runs an operator action on an item. A drop cannot be undone, so
-// without confirm=yes it only shows the confirmation page.
+// confirmation is what the confirmation page of an action that cannot be
+// undone says.
+type confirmation struct {
+	EntryID, Action, Question, Text, Button string
+}
+
+var confirmations = map[string]confirmation{
+	queue.ActionDrop: {Action: queue.ActionDrop, Question: "Drop this item?", Button: "Drop it",
+		Text: "Dropping finishes it with outcome dropped. This cannot be undone: a new delivery for its subject makes a new generation."},
+	queue.ActionCancel: {Action: queue.ActionCancel, Question: "Cancel this item?", Button: "Cancel it",
+		Text: "Cancelling it does what its check run's Cancel button does: pending or held, it finishes cancelled at once; " +
+			"assigned, its worker is told to stop (serve's built-in worker stops the command within seconds, an outside worker at its next renew) " +
+			"and it finishes cancelled. This cannot be undone."},
+}
+
+// act runs an operator action on an item. A drop or a cancel cannot be
+// undone, so without confirm=yes it only shows the confirmation page.
 func (u *UI) act(c echo.Context) error {
 	id, action := c.Param("id"), c.Param("action")
 	if !slices.Contains(itemActions, action) {
 		return u.fail(c, http.StatusNotFound, "There is no such action.")
 	}
-	if action == queue.ActionDrop && c.FormValue("confirm") != "yes" {
-		return u.render(c, http.StatusOK, "confirm", page{Title: "Drop this item?", Nav: "items", Data: id})
+	if conf, ok := confirmations[action]; ok && c.FormValue("confirm") != "yes" {
+		conf.EntryID = id
+		return u.render(c, http.StatusOK, "confirm", page{Title: conf.Question, Nav: "items", Data: conf})
 	}
 	err := u.store.Act(c.Request().Context(), queue.ActParams{EntryID: id, Action: action, Actor: actor(sess(c))})
 	var na *queue.NotActionableError

@@ -323,11 +323,13 @@ func (u *UI) item(c echo.Context) error {
 func actionsFor(r itemRow) []string {
 	switch {
 	case r.Status == queue.StatusPending:
-		return []string{queue.ActionHold, queue.ActionDrop}
+		return []string{queue.ActionHold, queue.ActionDrop, queue.ActionCancel}
 	case r.Status == queue.StatusHeld:
-		return []string{queue.ActionRelease, queue.ActionDrop}
+		return []string{queue.ActionRelease, queue.ActionDrop, queue.ActionCancel}
 	case r.Status == queue.StatusAssigned && r.LeaseExpired:
-		return []string{queue.ActionReclaim}
+		return []string{queue.ActionReclaim, queue.ActionCancel}
+	case r.Status == queue.StatusAssigned:
+		return []string{queue.ActionCancel}
 	}
 	return nil
 }

@@ -298,7 +298,8 @@ func (u *UI) render(c echo.Context, code int, name string, p page) error {
 var notices = map[string]string{
 	queue.ActionHold: "The item is held.", queue.ActionRelease: "The item is pending again.",
 	queue.ActionDrop: "The item is dropped.", queue.ActionReclaim: "The expired lease is given back: the item is pending.",
-	"retry": "The GitHub write is pending again.", "scan": "The scan for missed deliveries ran.",
+	queue.ActionCancel: "The item is cancelled (an assigned one once its worker has stopped).",
+	"retry":            "The GitHub write is pending again.", "scan": "The scan for missed deliveries ran.",
 }
 
 // fail renders the error page.

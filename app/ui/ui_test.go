@@ -344,6 +344,22 @@ func TestActionsWriteTheAuditLog(t *testing.T) {
 	if r := b.get("/ui/items/" + id); !strings.Contains(r.body, "operator/drop") {
 		t.Error("the item page does not show its audit log")
 	}
+	// Cancel, on another item: it asks first, then ends it cancelled with
+	// the session in its audit log and end reason; a read-only session
+	// and a missing CSRF token are refused.
+	other := f.enqueue("github_issue", "acme/widgets", 6)
+	if r := b.post("/ui/items/"+other+"/cancel", url.Values{"csrf": {csrf}}); r.code != 200 || !strings.Contains(r.body, "cannot be undone") || f.status(other) != queue.StatusPending {
+		t.Fatalf("cancel without confirmation = %d, status %s", r.code, f.status(other))
+	}
+	if r := b.post("/ui/items/"+other+"/cancel", url.Values{"confirm": {"yes"}}); r.code != http.StatusForbidden {
+		t.Errorf("cancel without CSRF = %d, want 403", r.code)
+	}
+	if r := b.post("/ui/items/"+other+"/cancel", url.Values{"csrf": {csrf}, "confirm": {"yes"}}); r.code != 303 || f.status(other) != queue.StatusCancelled {
+		t.Fatalf("cancel = %d, status %s", r.code, f.status(other))
+	}
+	if a := f.audit(other); len(a) != 1 || a[0].Method != "operator/cancel" || a[0].ToStatus != queue.StatusCancelled {
+		t.Errorf("audit after cancel = %+v", a)
+	}
 	if r := b.post("/ui/items/"+id+"/explode", url.Values{"csrf": {csrf}}); r.code != http.StatusNotFound {
 		t.Errorf("unknown action = %d, want 404", r.code)
 	}
@@ -395,7 +411,7 @@ func TestCSRFAndReadOnly(t *testing.T) {
 	id := f.enqueue("github_issue", "acme/widgets", 3)
 	admin, other, view := f.signIn(adminToken), f.signIn(adminToken), f.signIn(viewToken)
 	otherCSRF, viewCSRF := other.csrf(), view.csrf()
-	posts := []string{"/ui/items/" + id + "/hold", "/ui/items/" + id + "/drop", "/ui/outbox/1/retry", "/ui/scan"}
+	posts := []string{"/ui/items/" + id + "/hold", "/ui/items/" + id + "/drop", "/ui/items/" + id + "/cancel", "/ui/outbox/1/retry", "/ui/scan"}
 	tests := []struct {
 		name string
 		b    *browser

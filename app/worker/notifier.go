@@ -15,3 +15,10 @@ import (
 func NewNotifier(pool *pgxpool.Pool, logger *slog.Logger) *service.Notifier {
 	return service.NewNotifier(pool, NotifyChannel, logger)
 }
+
+// NewCancelNotifier returns the notifier that tells the built-in workers of
+// every process to renew their running items now: it sends NOTIFY
+// gitlease_cancel on pool. Its Signal is queue.Config.OnCancel.
+func NewCancelNotifier(pool *pgxpool.Pool, logger *slog.Logger) *service.Notifier {
+	return service.NewNotifier(pool, CancelChannel, logger)
+}

@@ -181,11 +181,21 @@ type job struct {
 	lost     chan struct{} // closed when the lease is lost
 	lostOnce sync.Once
 	lostErr  *lostError
+
+	renewNow chan struct{} // a coalesced "renew now": a cancel was committed
+}
+
+// renewSoon asks the job to renew its lease now; it never blocks.
+func (j *job) renewSoon() {
+	select {
+	case j.renewNow <- struct{}{}:
+	default:
+	}
 }
 
 func newJob(w *Worker, fe queue.FencedEntry) *job {
 	j := &job{w: w, entryID: fe.Execution.QueueLease.EntryID, dispatch: fe.Entry.SubjectDispatch, traceParent: fe.Entry.TraceParent, fence: fe.Execution,
-		lost: make(chan struct{})}
+		lost: make(chan struct{}), renewNow: make(chan struct{}, 1)}
 	j.meta, j.isGitHub = webhook.ReadMeta(fe.Entry.SubjectDispatch)
 	attrs := []any{"entry_id", j.entryID, // owner_id comes with the worker's logger
 		"lease_generation", fe.Execution.QueueLease.Generation, "workflow_id", fe.Execution.WorkflowID}
@@ -242,7 +252,7 @@ func (j *job) run() {
 	switch {
 	case errors.As(err, &lost) && lost.Reason == queue.ReasonSubjectClosed:
 		// The queue already finished the item cancelled; nothing to do.
-		j.log.InfoContext(ctx, "work item cancelled: its subject was closed")
+		j.log.InfoContext(ctx, "work item cancelled")
 	case errors.As(err, &lost):
 		// Usually another owner has the item now and this release is a
 		// no-op; but if the lease only expired and nobody recovered it,
@@ -303,6 +313,8 @@ func (j *job) renewLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-j.renewNow:
+			t.Stop()
 		}
 		callCtx, cancel := context.WithTimeout(ctx, min(rpcTimeout, every))
 		res, err := j.w.q.Renew(callCtx, queue.RenewParams{Execution: j.currentFence()})

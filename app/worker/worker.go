@@ -34,6 +34,12 @@ const BuiltinOwnerPrefix = "gitlease-serve/"
 // item becomes pending (created, or released back).
 const NotifyChannel = "gitlease_work"
 
+// CancelChannel is the Postgres channel notified after a commit that asked
+// assigned items to stop (queue.Config.OnCancel): every built-in worker
+// listening renews its running items at once, and a renew that finds its
+// item cancelled stops the command, within seconds on any instance.
+const CancelChannel = "gitlease_cancel"
+
 // MaxWorkerSlots is the most items one worker runs at once.
 const MaxWorkerSlots = queue.MaxLeaseBatch
 
@@ -167,6 +173,10 @@ type Worker struct {
 	stopped bool
 	busy    int             // slots taken by running jobs
 	running map[string]bool // entry IDs with a job
+	jobsBy  map[string]*job // the running jobs by entry ID, once started
+
+	stopCancels context.CancelFunc // ends the cancel listener, after the jobs
+	cancels     chan struct{}      // closed when the cancel listener has ended
 	base    context.Context // never cancelled by Stop: jobs' queue calls
 	jobs    sync.WaitGroup
 }
@@ -212,7 +222,7 @@ func newWorker(q leaser, cfg WorkerConfig, logger *slog.Logger) (*Worker, error)
 		logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{q: q, cfg: cfg, logger: logger.With("owner_id", cfg.OwnerID), tracer: cfg.TracerProvider.Tracer("github.com/gitlease/gitlease/app/worker"),
-		wake: make(chan struct{}, 1), running: map[string]bool{}}
+		wake: make(chan struct{}, 1), running: map[string]bool{}, jobsBy: map[string]*job{}}
 	if cfg.User != "" {
 		u, err := lookupCommandUser(cfg.User)
 		if err != nil {
@@ -271,12 +281,15 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.started = true
 	w.base = context.WithoutCancel(ctx)
-	var conn *pgx.Conn
-	l := w.listener()
+	var conn, cancelConn *pgx.Conn
+	l, cl := w.listener(), w.cancelListener()
 	if w.pool != nil {
 		var err error
 		if conn, err = l.Connect(ctx); err != nil {
 			w.logger.WarnContext(ctx, "cannot listen for new work yet; polling meanwhile", "err", err)
+		}
+		if cancelConn, err = cl.Connect(ctx); err != nil {
+			w.logger.WarnContext(ctx, "cannot listen for cancels yet; running items learn of them at their next renew", "err", err)
 		}
 	}
 	if err := w.leasing.Start(ctx, func(ctx context.Context) {
@@ -292,6 +305,17 @@ func (w *Worker) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// Cancels are heard until the jobs have ended, not only while leasing:
+	// a command in its grace period may be cancelled too.
+	cctx, stopCancels := context.WithCancel(w.base)
+	w.cancels = make(chan struct{})
+	w.stopCancels = stopCancels
+	go func() {
+		defer close(w.cancels)
+		if w.pool != nil {
+			cl.Run(cctx, cancelConn)
+		}
+	}()
 	w.logger.InfoContext(ctx, "worker started", "slots", w.cfg.Slots, "exec", w.cfg.Exec != "")
 	return nil
 }
@@ -314,6 +338,13 @@ func (w *Worker) Stop() {
 	w.StopLeasing()
 	w.leasing.Stop()
 	w.jobs.Wait()
+	w.mu.Lock()
+	stop, done := w.stopCancels, w.cancels
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 	if w.sandbox != nil {
 		if err := w.sandbox.Close(); err != nil {
 			w.logger.Warn("could not remove the commands' rooms", "err", err)
@@ -427,18 +458,40 @@ func (w *Worker) leaseOnce(ctx context.Context) error {
 
 // run runs one job and frees its slot.
 func (w *Worker) run(fe queue.FencedEntry) {
+	id := fe.Execution.QueueLease.EntryID
+	j := newJob(w, fe)
+	w.mu.Lock()
+	w.jobsBy[id] = j
+	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
 		w.busy--
-		delete(w.running, fe.Execution.QueueLease.EntryID)
+		delete(w.running, id)
+		delete(w.jobsBy, id)
 		w.mu.Unlock()
 		w.poke()
 		w.jobs.Done()
 	}()
-	newJob(w, fe).run()
+	j.run()
+}
+
+// renewRunning makes every running job renew its lease now: a cancel was
+// committed somewhere, and the renew of a cancelled item tells its job to
+// stop the command.
+func (w *Worker) renewRunning() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, j := range w.jobsBy {
+		j.renewSoon()
+	}
 }
 
 // listener wakes the lease loop on every NOTIFY gitlease_work.
 func (w *Worker) listener() *service.Listener {
 	return &service.Listener{Pool: w.pool, Channel: NotifyChannel, Wake: w.poke, Logger: w.logger}
+}
+
+// cancelListener renews the running items on every NOTIFY gitlease_cancel.
+func (w *Worker) cancelListener() *service.Listener {
+	return &service.Listener{Pool: w.pool, Channel: CancelChannel, Wake: w.renewRunning, Logger: w.logger}
 }

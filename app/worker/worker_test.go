@@ -56,7 +56,13 @@ func newQueue(t *testing.T, ttl time.Duration) (*queue.Store, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Stop)
-	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl, OnPending: n.Signal, Views: outbox.NewItems(pool)}), pool
+	// Cancels of assigned items make workers renew now, as in serve.
+	cn := NewCancelNotifier(pool, testLogger(t))
+	if err := cn.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cn.Stop)
+	return queue.NewStore(pool, queue.Config{LeaseTTL: ttl, OnPending: n.Signal, OnCancel: cn.Signal, Views: outbox.NewItems(pool)}), pool
 }
 
 // issueItem enqueues an issue item; with gh, its dispatch carries the
@@ -417,6 +423,49 @@ func TestWorkerStopsTheCommandWhenTheSubjectCloses(t *testing.T) {
 	}
 	if got := getItem(t, store, it.EntryID); got.Status() != queue.StatusCancelled {
 		t.Errorf("status = %s, want cancelled", got.Status())
+	}
+}
+
+// TestWorkerStopsACancelledCommandAtOnce: with a lease of 30 minutes (a
+// renew every 10), cancelling an assigned item from another store (another
+// serve instance: the NOTIFY crosses the database) stops its command
+// within 5 seconds, and the item ends cancelled with the reason it was
+// cancelled with.
+func TestWorkerStopsACancelledCommandAtOnce(t *testing.T) {
+	t.Parallel()
+	store, pool := newQueue(t, 30*time.Minute)
+	dir := t.TempDir()
+	it := issueItem(t, store, 1, false)
+	w := startWorker(t, store, pool, WorkerConfig{Grace: time.Minute,
+		Exec: script(t, "touch '"+dir+"/started'\nsleep 60\ntouch '"+dir+"/finished'\n")})
+	eventually(t, 10*time.Second, "command started", func() bool { return fileExists(dir + "/started") })
+	cn := NewCancelNotifier(pool, testLogger(t))
+	if err := cn.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer cn.Stop()
+	other := queue.NewStore(pool, queue.Config{LeaseTTL: 30 * time.Minute, OnCancel: cn.Signal})
+	start := time.Now()
+	err := other.InTx(context.Background(), func(ctx context.Context, tx pgx.Tx) error {
+		res, err := other.CancelEntryTx(ctx, tx, uuid.MustParse(it.EntryID), "Cancelled by @octo with the Cancel button")
+		if err == nil && len(res.Requested) != 1 {
+			err = fmt.Errorf("cancel asked %d items to stop, want 1", len(res.Requested))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitStatus(t, store, it.EntryID, queue.StatusCancelled, 10*time.Second)
+	eventually(t, 10*time.Second, "slot freed", func() bool { return !w.Running(it.EntryID) })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the cancelled command stopped after %v, want within 5s", d)
+	}
+	if fileExists(dir + "/finished") {
+		t.Error("the command ran to its end")
+	}
+	if done.EndReason() != "Cancelled by @octo with the Cancel button" {
+		t.Errorf("end reason %q", done.EndReason())
 	}
 }
 

@@ -175,10 +175,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	}
 	defer stopTracing(ctx, traces, logger)
 	notifier := worker.NewNotifier(pool, logger)
+	cancelNotifier := worker.NewCancelNotifier(pool, logger)                  // stops cancelled commands on every instance
 	outboxNotifier := service.NewNotifier(pool, outbox.OutboxChannel, logger) // wakes every instance's sender
 	box := outbox.NewOutbox(nil, logger).SignalWith(outboxNotifier.Signal)
 	items := outbox.NewItems(pool)
-	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, MaxAssignedPerInstallation: cfg.MaxAssignedPerInstallation, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal, Views: items})
+	store := queue.NewStore(pool, queue.Config{LeaseTTL: cfg.LeaseTTL, MaxAssignedPerInstallation: cfg.MaxAssignedPerInstallation, Observer: box, OnOp: metrics.QueueOp, OnPending: notifier.Signal,
+		OnCancel: cancelNotifier.Signal, Views: items})
 	// GitHub's limits reach every instance's leases through the database.
 	gh, err := githubInstallations(cfg, fallback, githubTransport(cfg, traces, metrics), github.NewBudgets(pool, store, logger), logger)
 	if err != nil {
@@ -190,7 +192,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	if migrateLater {
 		services.Add(deferredMigrations(pool, logger))
 	}
-	services.Add(service.Of("work notifier", notifier), service.Of("outbox notifier", outboxNotifier))
+	services.Add(service.Of("work notifier", notifier), service.Of("cancel notifier", cancelNotifier), service.Of("outbox notifier", outboxNotifier))
 	if gh != nil {
 		// The sender outlives the HTTP drain and the lease release.
 		services.Add(service.Of("GitHub outbox sender", outbox.NewSender(pool, gh, outbox.SenderConfig{PublicURL: cfg.PublicURL, TracerProvider: traces.TracerProvider()}, logger)))
