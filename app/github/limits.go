@@ -3,12 +3,14 @@ package github
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -106,6 +108,7 @@ type credential struct {
 	installation int64         // 0: the App's JWT (or anonymous)
 	writes       chan struct{} // one slot: one write at a time
 	pace         *rate.Limiter // nil: writes unpaced
+	waiting      atomic.Int32  // writes waiting for the slot, for pacing or for content pacing
 	// The content-creating requests' windows, used under the write slot;
 	// nil: unpaced (the App's JWT creates no content).
 	minute, hour *window
@@ -248,25 +251,46 @@ func (l *limiter) RoundTrip(r *http.Request) (*http.Response, error) {
 	name, installation := credentialOf(r)
 	c := l.credential(name, installation)
 	ctx := r.Context()
-	if isWrite(r.Method) {
+	yields := yielding(ctx)
+	if isWrite(r.Method) && yields {
+		if !c.takeIdle(l.now()) {
+			closeBody(r)
+			return nil, ErrYielded
+		}
+		defer func() { <-c.writes }()
+	} else if isWrite(r.Method) {
+		c.waiting.Add(1)
 		select {
 		case c.writes <- struct{}{}:
 		case <-ctx.Done():
+			c.waiting.Add(-1)
 			closeBody(r)
 			return nil, ctx.Err()
 		}
 		defer func() { <-c.writes }()
 		if c.pace != nil {
 			if err := c.pace.Wait(ctx); err != nil {
+				c.waiting.Add(-1)
 				closeBody(r)
 				return nil, fmt.Errorf("wait for GitHub write pacing: %w", err)
 			}
 		}
 		if c.hour != nil && contentCreating(r.Method, r.URL.Path) {
 			if err := l.paceContent(ctx, name, c); err != nil {
+				c.waiting.Add(-1)
 				closeBody(r)
 				return nil, err
 			}
+		}
+		c.waiting.Add(-1)
+	}
+	if yields {
+		c.mu.Lock()
+		limited := c.until.After(l.now())
+		c.mu.Unlock()
+		if limited || (c.hour != nil && contentCreating(r.Method, r.URL.Path)) {
+			closeBody(r)
+			return nil, ErrYielded
 		}
 	}
 	if err := l.waitLimit(ctx, name, c); err != nil {
@@ -282,6 +306,40 @@ func (l *limiter) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	l.learn(ctx, c, resp)
 	return resp, nil
+}
+
+// ErrYielded is the error of a yielding write (Yielding) the limiter did
+// not start because its credential's writes are backed up.
+var ErrYielded = errors.New("GitHub write skipped: this credential's writes are backed up")
+
+type yieldKey struct{}
+
+// Yielding marks the writes made with ctx as ones that yield to every
+// other write of their credential: such a write starts only when no other
+// write runs or waits, pacing has a spare write (two in its bucket, so the
+// next write that waits still finds one) and no rate limit holds;
+// otherwise it fails at once with ErrYielded, never queued ahead of
+// anything. A running command's progress on its check run is written so.
+func Yielding(ctx context.Context) context.Context { return context.WithValue(ctx, yieldKey{}, true) }
+
+func yielding(ctx context.Context) bool { v, _ := ctx.Value(yieldKey{}).(bool); return v }
+
+// takeIdle takes the write slot for a yielding write when the credential's
+// writes are idle, and one write of pacing; it reports whether it did.
+func (c *credential) takeIdle(now time.Time) bool {
+	if c.waiting.Load() > 0 {
+		return false
+	}
+	select {
+	case c.writes <- struct{}{}:
+	default:
+		return false
+	}
+	if c.waiting.Load() > 0 || (c.pace != nil && (c.pace.TokensAt(now) < 2 || !c.pace.AllowN(now, 1))) {
+		<-c.writes
+		return false
+	}
+	return true
 }
 
 // waitLimit returns once no limit holds for c, after waiting at most

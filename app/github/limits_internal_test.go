@@ -1,10 +1,13 @@
 package github
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -72,4 +75,86 @@ func FuzzLimitOf(f *testing.F) {
 			t.Fatalf("body changed: %q", b)
 		}
 	})
+}
+
+// roundTripFunc is an http.RoundTripper from a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestYieldingWritesNeverQueue: a yielding write (a check run's progress)
+// goes only when its credential's writes are idle with pacing to spare; it
+// is refused at once, calling nothing, while another write runs or waits,
+// once the burst is down to its last write, and while a limit holds; and
+// it never delays the ordinary write behind it.
+func TestYieldingWritesNeverQueue(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	l, err := newLimiter(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls.Add(1)
+		if r.Header.Get("X-Block") != "" {
+			<-release
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+	}), 1, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(ctx context.Context, block bool) *http.Request {
+		r, _ := http.NewRequestWithContext(ctx, http.MethodPatch, "https://api.github.test/x", nil)
+		if block {
+			r.Header.Set("X-Block", "1")
+		}
+		return r
+	}
+	yield := Yielding(context.Background())
+	do := func(r *http.Request) error {
+		resp, err := l.RoundTrip(r)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := do(req(yield, false)); err != nil {
+		t.Fatalf("yielding write on idle writes: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- do(req(context.Background(), true)) }()
+	for l.credential("anonymous", 0).waiting.Load() != 0 || len(l.credential("anonymous", 0).writes) == 0 {
+		time.Sleep(time.Millisecond) // the blocking write holds the slot
+	}
+	if err := do(req(yield, false)); !errors.Is(err, ErrYielded) {
+		t.Errorf("yielding write while another runs: %v, want ErrYielded", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Burst of 5: two spent; two more leave one, which a yielding write
+	// leaves to others.
+	for range 2 {
+		if err := do(req(context.Background(), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := calls.Load()
+	if err := do(req(yield, false)); !errors.Is(err, ErrYielded) || calls.Load() != before {
+		t.Errorf("yielding write with one write of pacing left: %v (%d calls made)", err, calls.Load()-before)
+	}
+	// The write it left is there for the ordinary write after it.
+	if c := l.credential("anonymous", 0); c.pace.TokensAt(time.Now()) < 1 {
+		t.Errorf("pacing holds %v writes after a yielded write, want the one it left", c.pace.TokensAt(time.Now()))
+	}
+	if err := do(req(context.Background(), false)); err != nil {
+		t.Error(err)
+	}
+	c := l.credential("anonymous", 0)
+	c.mu.Lock()
+	c.until = time.Now().Add(time.Hour)
+	c.mu.Unlock()
+	time.Sleep(2100 * time.Millisecond) // pacing refills two writes
+	if err := do(req(yield, false)); !errors.Is(err, ErrYielded) {
+		t.Errorf("yielding write under a rate limit: %v, want ErrYielded", err)
+	}
 }

@@ -183,6 +183,11 @@ type job struct {
 	lostErr  *lostError
 
 	renewNow chan struct{} // a coalesced "renew now": a cancel was committed
+
+	// How the command ended, for the item's check run: its exit status
+	// (nil when it did not run to an exit) and that in one line.
+	exitCode  *int
+	endReason string
 }
 
 // renewSoon asks the job to renew its lease now; it never blocks.
@@ -467,6 +472,9 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 	j.log.InfoContext(ctx, "command started", "pid", p.Pid(), "sandbox", string(j.w.sandbox.Mode()))
 	timeout := time.NewTimer(cfg.Timeout)
 	defer timeout.Stop()
+	// Progress stops before the job goes on to complete the item, so no
+	// progress update follows its conclusion.
+	defer j.showProgress(ctx, tail)()
 
 	var graceOver <-chan time.Time
 	stopping := j.w.stopping()
@@ -477,6 +485,7 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 		case <-timeout.C:
 			j.log.WarnContext(ctx, "the command timed out; ending it", "timeout", cfg.Timeout.String())
 			j.terminate(ctx, p)
+			j.endReason = "Timed out after " + cfg.Timeout.String()
 			return queue.StatusFailed, queue.NoteTimedOut + " after " + cfg.Timeout.String() + ": the command was ended\n" + tail.String(), nil
 		case <-j.lost:
 			j.terminate(ctx, p)
@@ -491,6 +500,49 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 			j.terminate(ctx, p)
 			return "", "", errShutdown
 		}
+	}
+}
+
+// showProgress copies the command's output tail to its check run every
+// ProgressInterval while it runs, when it changed since the last copy
+// shown; the next copy is due an interval after the last one ended, so two
+// never reach GitHub closer than that. It returns the function that stops
+// it and waits until it has.
+func (j *job) showProgress(ctx context.Context, tail *tailBuffer) (stop func()) {
+	every, sink := j.w.cfg.ProgressInterval, j.w.cfg.Progress
+	if every <= 0 || sink == nil || !j.isGitHub {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(every)
+		defer t.Stop()
+		shown := ""
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if out := tail.String(); out != shown {
+				callCtx, end := context.WithTimeout(ctx, min(every, rpcTimeout))
+				ok, err := sink.Show(callCtx, j.entryID, out)
+				end()
+				switch {
+				case err != nil && ctx.Err() == nil:
+					j.log.WarnContext(ctx, "could not show the command's progress on its check run", "err", err)
+				case ok:
+					shown = out
+				}
+			}
+			t.Reset(every)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 
@@ -510,10 +562,16 @@ func (j *job) exited(ctx context.Context, werr error, tail *tailBuffer) (status,
 	switch {
 	case werr == nil || errors.Is(werr, exec.ErrWaitDelay):
 		j.log.InfoContext(ctx, "command succeeded")
+		j.exitCode, j.endReason = new(int), "Command exited 0"
 		return queue.StatusCompleted, tail.String(), nil
 	case errors.As(werr, &exitErr):
 		j.log.InfoContext(ctx, "command failed", "exit", exitErr.ExitCode(), "status", exitErr.String())
 		fmt.Fprintf(tail, "\ngitlease: the command ended with %s\n", exitErr.String())
+		if code := exitErr.ExitCode(); code >= 0 {
+			j.exitCode, j.endReason = &code, fmt.Sprintf("Command exited %d", code)
+		} else {
+			j.endReason = "Command ended: " + exitErr.String() // killed by a signal
+		}
 	default:
 		j.log.WarnContext(ctx, "waiting for the command failed", "err", werr)
 		fmt.Fprintf(tail, "\ngitlease: %v\n", werr)
@@ -543,7 +601,8 @@ func (j *job) terminate(ctx context.Context, p *sandbox.Process) {
 // complete records the outcome, retrying a call that got no answer.
 func (j *job) complete(ctx context.Context, status, note string) {
 	res, err := j.finish(ctx, "complete", func(ctx context.Context) (queue.MutationResult, error) {
-		return j.w.q.Complete(ctx, queue.CompleteParams{Execution: j.currentFence(), Status: status, Note: note})
+		return j.w.q.Complete(ctx, queue.CompleteParams{Execution: j.currentFence(), Status: status, Note: note,
+			EndReason: j.endReason, ExitCode: j.exitCode})
 	})
 	switch {
 	case err != nil:

@@ -98,6 +98,20 @@ type WorkerConfig struct {
 	// the command's TRACEPARENT that span. Nil: no span; TRACEPARENT is the
 	// item's own trace parent.
 	TracerProvider trace.TracerProvider
+	// Progress, if set, shows a running command's output tail on its
+	// item's check run, at most every ProgressInterval
+	// (GITLEASE_PROGRESS_INTERVAL; 0 turns it off) and only when it
+	// changed. Only items from verified deliveries have one.
+	Progress         ProgressSink
+	ProgressInterval time.Duration
+}
+
+// ProgressSink shows a running command's output on GitHub (cmd fills it
+// with app/outbox's Progress). Show reports whether it did: false with no
+// error when it skipped the update (its writes yield to every other), and
+// the job tries again at its next interval.
+type ProgressSink interface {
+	Show(ctx context.Context, entryID, output string) (bool, error)
 }
 
 func (c *WorkerConfig) defaults() {

@@ -99,6 +99,9 @@ type config struct {
 	// RedeliverLookback how far back the first one looks (docs/webhook.md).
 	RedeliverInterval time.Duration
 	RedeliverLookback time.Duration
+	// ProgressInterval is how often at most a running command's output is
+	// copied into its check run (0: never).
+	ProgressInterval time.Duration
 }
 
 // setting is one configurable value: its env var, its flag and its help.
@@ -151,6 +154,7 @@ var settings = []setting{
 	{env: "GITLEASE_DELIVERY_RETENTION", flag: "delivery-retention", def: "720h", help: "how long webhook delivery records are kept (Go duration, at least 72h)"},
 	{env: "GITLEASE_REDELIVER_INTERVAL", flag: "redeliver-interval", def: "5m", help: "how often the redelivery reconciler scans GitHub's delivery log (0 disables it)"},
 	{env: "GITLEASE_REDELIVER_LOOKBACK", flag: "redeliver-lookback", def: "72h", help: "how far back the first redelivery scan looks (at most 72h)"},
+	{env: "GITLEASE_PROGRESS_INTERVAL", flag: "progress-interval", def: "30s", help: "how often at most a running command's output is copied into its check run (0 turns it off)"},
 	{env: "GITLEASE_PUBLIC_URL", flag: "public-url", help: "the server's public base URL, for the GitHub App manifest at /setup (default: from each request's Host)"},
 }
 
@@ -336,6 +340,9 @@ func loadConfig(name string, args []string, withFlags bool, stderr io.Writer, wa
 	}
 	if c.RedeliverInterval, err = time.ParseDuration(get("GITLEASE_REDELIVER_INTERVAL")); err != nil || c.RedeliverInterval < 0 {
 		return c, &configError{Setting: "GITLEASE_REDELIVER_INTERVAL", Problem: fmt.Sprintf("%q is not a Go duration of 0 or more", get("GITLEASE_REDELIVER_INTERVAL"))}
+	}
+	if c.ProgressInterval, err = time.ParseDuration(get("GITLEASE_PROGRESS_INTERVAL")); err != nil || (c.ProgressInterval != 0 && c.ProgressInterval < time.Second) {
+		return c, &configError{Setting: "GITLEASE_PROGRESS_INTERVAL", Problem: fmt.Sprintf("%q is not 0 nor a Go duration of at least 1s", get("GITLEASE_PROGRESS_INTERVAL"))}
 	}
 	if c.RedeliverLookback, err = time.ParseDuration(get("GITLEASE_REDELIVER_LOOKBACK")); err != nil || c.RedeliverLookback <= 0 || c.RedeliverLookback > logRetention {
 		return c, &configError{Setting: "GITLEASE_REDELIVER_LOOKBACK", Problem: fmt.Sprintf("%q is not a Go duration from 1ns to %s (how long GitHub keeps deliveries)", get("GITLEASE_REDELIVER_LOOKBACK"), logRetention)}

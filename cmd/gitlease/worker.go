@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/app/github"
+	"github.com/gitlease/gitlease/app/outbox"
 	"github.com/gitlease/gitlease/app/service"
 	"github.com/gitlease/gitlease/app/tracing"
 	"github.com/gitlease/gitlease/app/worker"
@@ -50,6 +51,8 @@ func newBuiltinWorker(cfg config, store *queue.Store, pool *pgxpool.Pool, gh *gi
 		// Without credentials no branch is created (its outbox row waits),
 		// so waiting minutes for one would only hold the slot.
 		wcfg.ProvisionWait = time.Second
+	} else {
+		wcfg.Progress, wcfg.ProgressInterval = outbox.NewProgress(pool, gh, cfg.PublicURL), cfg.ProgressInterval
 	}
 	w, err := worker.NewWorker(store, pool, gh, wcfg, logger)
 	if err != nil {

@@ -240,6 +240,19 @@ func (q *Queries) OutboxInsertMany(ctx context.Context, db DBTX, arg OutboxInser
 	return err
 }
 
+const outboxLanePending = `-- name: OutboxLanePending :one
+SELECT EXISTS (SELECT 1 FROM outbox WHERE lane = $1 AND status = 'pending')
+`
+
+// Whether a lane still has writes to send: a check run's progress waits
+// for its state changes.
+func (q *Queries) OutboxLanePending(ctx context.Context, db DBTX, lane string) (bool, error) {
+	row := db.QueryRow(ctx, outboxLanePending, lane)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const outboxNextRetry = `-- name: OutboxNextRetry :one
 SELECT min(available_at)::timestamptz FROM outbox WHERE status = 'pending' AND available_at > $1::timestamptz
 `

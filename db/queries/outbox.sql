@@ -109,3 +109,8 @@ WHERE o.status = 'pending' AND (
                    OR w.dispatch #>> '{subject,metadata,repository_id}' = ANY (sqlc.arg('repository_ids')::text[])))
     OR (o.entry_id IS NULL AND o.payload ->> 'installation_id' = @installation_id::text
         AND (cardinality(sqlc.arg('repository_names')::text[]) = 0 OR lower(o.payload ->> 'repository') = ANY (sqlc.arg('repository_names')::text[]))));
+
+-- name: OutboxLanePending :one
+-- Whether a lane still has writes to send: a check run's progress waits
+-- for its state changes.
+SELECT EXISTS (SELECT 1 FROM outbox WHERE lane = @lane AND status = 'pending');
