@@ -191,8 +191,8 @@ type Worker struct {
 
 	stopCancels context.CancelFunc // ends the cancel listener, after the jobs
 	cancels     chan struct{}      // closed when the cancel listener has ended
-	base    context.Context // never cancelled by Stop: jobs' queue calls
-	jobs    sync.WaitGroup
+	base        context.Context    // never cancelled by Stop: jobs' queue calls
+	jobs        sync.WaitGroup
 }
 
 // NewWorker returns the built-in worker: it leases from store, wakes on
