@@ -14,16 +14,16 @@ import (
 // dashboard's ui.sql owns nothing and names every column it reads; its
 // ui_sessions.sql owns the dashboard's own session state.
 var owners = map[string][]string{
-	"work_items.sql":          {"work_items", "work_item_audit", "subject_generations", "lease_installations"}, // queue
-	"deliveries.sql":          {"deliveries"},                                                                  // webhook
-	"outbox.sql":              {"outbox", "github_items"},                                                      // app/outbox
-	"github_items.sql":        {"outbox", "github_items"},                                                      // app/outbox
-	"redeliveries.sql":        {"redeliveries", "redelivery_scans"},                                            // app/redeliver
-	"ui.sql":                  nil,                                                                             // app/ui, read-only
-	"server.sql":              nil,                                                                             // db: the server's settings, no table
-	"ui_sessions.sql":         {"ui_signed_out", "ui_login_failures"},                                          // app/ui
-	"lease_installations.sql": {"work_items", "lease_installations", "work_item_lease_fair"},                   // queue
-	"github_budgets.sql":      {"github_budgets"},                                                              // app/github
+	"work_items.sql":          {"work_items", "work_item_audit", "subject_generations", "lease_installations", "work_item_endings"}, // queue
+	"deliveries.sql":          {"deliveries"},                                                                                       // webhook
+	"outbox.sql":              {"outbox", "github_items"},                                                                           // app/outbox
+	"github_items.sql":        {"outbox", "github_items"},                                                                           // app/outbox
+	"redeliveries.sql":        {"redeliveries", "redelivery_scans"},                                                                 // app/redeliver
+	"ui.sql":                  nil,                                                                                                  // app/ui, read-only
+	"server.sql":              nil,                                                                                                  // db: the server's settings, no table
+	"ui_sessions.sql":         {"ui_signed_out", "ui_login_failures"},                                                               // app/ui
+	"lease_installations.sql": {"work_items", "lease_installations", "work_item_lease_fair"},                                        // queue
+	"github_budgets.sql":      {"github_budgets"},                                                                                   // app/github
 }
 
 var (

@@ -199,14 +199,16 @@ func (s *Store) Complete(ctx context.Context, p CompleteParams) (_ MutationResul
 	default:
 		return MutationResult{}, invalidf("completion status must be completed, failed or cancelled, not %q", p.Status)
 	}
-	return s.fenced(ctx, opComplete, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (dbq.WorkItem, error) {
-		var exit *int32
-		if p.ExitCode != nil {
-			v := int32(*p.ExitCode)
-			exit = &v
+	return s.fenced(ctx, opComplete, p.Execution, func(tx pgx.Tx, now time.Time, a fenceArgs) (_ dbq.WorkItem, err error) {
+		if p.EndReason != "" || p.ExitCode != nil {
+			defer func() {
+				if err == nil {
+					err = s.ended(ctx, tx, a.id, p.EndReason, p.ExitCode)
+				}
+			}()
 		}
 		return s.q.WorkItemComplete(ctx, tx, dbq.WorkItemCompleteParams{
-			Status: p.Status, Now: now, ID: a.id, Note: optional(p.Note), EndReason: optional(p.EndReason), ExitCode: exit,
+			Status: p.Status, Now: now, ID: a.id, Note: optional(p.Note),
 			WorkflowID: a.workflowID, WorkflowGeneration: a.workflowGen, QualifiedID: a.qualifiedID,
 			SubjectGeneration: a.subjectGen, OwnerID: a.ownerID, LeaseGeneration: a.leaseGen,
 			Repository: a.repository, BaseRef: a.baseRef, HeadRef: a.headRef,
@@ -397,4 +399,18 @@ func exactMatch(f Fence, w dbq.WorkItem) bool {
 	}
 	return strings.EqualFold(f.Repository.Repository, *w.Repository) &&
 		f.Repository.BaseRef == dbq.Deref(w.BaseRef) && f.Repository.HeadRef == dbq.Deref(w.HeadRef)
+}
+
+// ended records how item id ended, in tx: a reason given before (a
+// cancel's) stays.
+func (s *Store) ended(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string, exitCode *int) error {
+	var exit *int32
+	if exitCode != nil {
+		v := int32(*exitCode)
+		exit = &v
+	}
+	if err := s.q.WorkItemEndingSet(ctx, tx, dbq.WorkItemEndingSetParams{EntryIds: []uuid.UUID{id}, EndReason: optional(reason), ExitCode: exit}); err != nil {
+		return fmt.Errorf("record how queue entry %s ended: %w", id, err)
+	}
+	return nil
 }

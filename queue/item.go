@@ -3,9 +3,12 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gitlease/gitlease/db/dbq"
 )
@@ -111,21 +114,6 @@ type Provisioning struct {
 
 // Note is what the worker said when it finished, if anything.
 func (it Item) Note() string { return dbq.Deref(it.row.ResultNote) }
-
-// EndReason is how the item ended, in one line, when it was said: who
-// cancelled it and how ("Cancelled by @octo with the Cancel button"), or
-// what its command did ("Command exited 3"). An assigned item asked to
-// stop already has it.
-func (it Item) EndReason() string { return dbq.Deref(it.row.EndReason) }
-
-// ExitCode is the exit status of the built-in worker's command, when one
-// ran to its end.
-func (it Item) ExitCode() (int, bool) {
-	if it.row.ExitCode == nil {
-		return 0, false
-	}
-	return int(*it.row.ExitCode), true
-}
 
 // AssignedAt is when the item's current (or last) lease began; zero when
 // it was never assigned.
@@ -263,4 +251,32 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// Ending is how an item ended, when that was said: Reason in one line, who
+// cancelled it and how ("Cancelled by @octo with the Cancel button") or
+// what its command did ("Command exited 3"); ExitCode the exit status of
+// the built-in worker's command, when one ran to its end. An assigned item
+// asked to stop already has its Reason.
+type Ending struct {
+	Reason   string
+	ExitCode *int
+}
+
+// ReadEnding reads how item id ended through db (the zero Ending when
+// nothing was said), for its check run's summary.
+func ReadEnding(ctx context.Context, db dbq.DBTX, id uuid.UUID) (Ending, error) {
+	row, err := dbq.New().WorkItemEndingGet(ctx, db, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Ending{}, nil
+	}
+	if err != nil {
+		return Ending{}, fmt.Errorf("read how queue entry %s ended: %w", id, err)
+	}
+	e := Ending{Reason: dbq.Deref(row.EndReason)}
+	if row.ExitCode != nil {
+		code := int(*row.ExitCode)
+		e.ExitCode = &code
+	}
+	return e, nil
 }

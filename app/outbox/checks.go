@@ -68,9 +68,7 @@ func (s *Sender) facts(t target, headline string) pageFacts {
 			f.branch = strings.TrimPrefix(r.HeadRef, "refs/heads/")
 		}
 	}
-	if code, ok := w.ExitCode(); ok {
-		f.exitCode = &code
-	}
+	f.exitCode = t.end.ExitCode
 	if fe := w.Fence(); fe != nil && fe.QueueLease != nil {
 		f.worker = fe.QueueLease.OwnerID
 		if f.ended.IsZero() {

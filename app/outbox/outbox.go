@@ -250,7 +250,11 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	if !ok || (m.Kind == webhook.KindIssue && !it.ProvisionRequested()) {
 		return nil
 	}
-	conclusion, headline := ending(it)
+	end, err := queue.ReadEnding(ctx, tx, it.ID())
+	if err != nil {
+		return err
+	}
+	conclusion, headline := ending(it, end.Reason)
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
 		Status:     "completed",
 		Conclusion: conclusion,
@@ -260,11 +264,11 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 }
 
 // ending is a finished item's check-run conclusion and the one line that
-// says why, who and how: the item's end reason when it has one ("Cancelled
+// says why, who and how: how it ended, when that was said ("Cancelled
 // by @octo with the Cancel button", "Command exited 3"), else what its
 // outcome says. A failure whose note starts with queue.NoteTimedOut timed
 // out.
-func ending(it queue.Item) (conclusion, headline string) {
+func ending(it queue.Item, reason string) (conclusion, headline string) {
 	conclusion = conclusions[it.Status()]
 	if it.Status() == queue.StatusFailed && strings.HasPrefix(it.Note(), queue.NoteTimedOut) {
 		conclusion = "timed_out"
@@ -272,8 +276,8 @@ func ending(it queue.Item) (conclusion, headline string) {
 		line, _, _ = strings.Cut(line, ":")
 		headline = strings.ToUpper(line[:1]) + line[1:]
 	}
-	if r := it.EndReason(); r != "" && headline == "" {
-		return conclusion, r
+	if reason != "" && headline == "" {
+		return conclusion, reason
 	}
 	if headline != "" {
 		return conclusion, headline

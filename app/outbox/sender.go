@@ -266,10 +266,11 @@ func rowBackoff(n int, maxBackoff time.Duration) time.Duration {
 // target is what a row's write is about: the work item, what GitHub holds
 // for it, where it lives on GitHub and the client to reach it.
 type target struct {
-	w queue.Item
-	g dbq.GithubItem
-	m webhook.ItemMeta
-	c *gh.Client
+	w   queue.Item
+	g   dbq.GithubItem
+	m   webhook.ItemMeta
+	c   *gh.Client
+	end queue.Ending
 }
 
 // targetOf loads the row's work item, its GitHub record and its client.
@@ -283,6 +284,9 @@ func (s *Sender) targetOf(ctx context.Context, row dbq.Outbox) (target, error) {
 		return t, err
 	}
 	if t.g, err = itemState(ctx, s.q, s.pool, t.w.ID()); err != nil {
+		return t, err
+	}
+	if t.end, err = queue.ReadEnding(ctx, s.pool, t.w.ID()); err != nil {
 		return t, err
 	}
 	var ok bool

@@ -464,8 +464,8 @@ func TestWorkerStopsACancelledCommandAtOnce(t *testing.T) {
 	if fileExists(dir + "/finished") {
 		t.Error("the command ran to its end")
 	}
-	if done.EndReason() != "Cancelled by @octo with the Cancel button" {
-		t.Errorf("end reason %q", done.EndReason())
+	if end, err := queue.ReadEnding(context.Background(), pool, done.ID()); err != nil || end.Reason != "Cancelled by @octo with the Cancel button" {
+		t.Errorf("ending %+v, %v", end, err)
 	}
 }
 

@@ -101,7 +101,7 @@ func (e *consoleEnv) outcome(t *testing.T, deliveryID string) string {
 func (e *consoleEnv) item(t *testing.T) (status, reason string) {
 	t.Helper()
 	var r *string
-	if err := e.pool.QueryRow(context.Background(), `SELECT status, end_reason FROM work_items`).Scan(&status, &r); err != nil {
+	if err := e.pool.QueryRow(context.Background(), `SELECT status, e.end_reason FROM work_items w LEFT JOIN work_item_endings e ON e.entry_id = w.id`).Scan(&status, &r); err != nil {
 		t.Fatal(err)
 	}
 	if r != nil {

@@ -205,7 +205,7 @@ func (q *Queries) WorkItemAssignedByInstallation(ctx context.Context, db DBTX, i
 }
 
 const workItemLeaseFair = `-- name: WorkItemLeaseFair :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_item_lease_fair($1::timestamptz, $2::integer, $3::integer, $4::integer, $5::uuid[])
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_item_lease_fair($1::timestamptz, $2::integer, $3::integer, $4::integer, $5::uuid[])
 `
 
 type WorkItemLeaseFairParams struct {
@@ -268,8 +268,6 @@ func (q *Queries) WorkItemLeaseFair(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}

@@ -151,8 +151,6 @@ type WorkItem struct {
 	Source             string
 	InstallationID     int64
 	TraceParent        *string
-	EndReason          *string
-	ExitCode           *int32
 }
 
 type WorkItemAudit struct {
@@ -163,4 +161,10 @@ type WorkItemAudit struct {
 	FromStatus string
 	ToStatus   string
 	Reason     *string
+}
+
+type WorkItemEnding struct {
+	EntryID   uuid.UUID
+	EndReason *string
+	ExitCode  *int32
 }

@@ -57,21 +57,20 @@ func (q *Queries) WorkItemAuditInsert(ctx context.Context, db DBTX, arg WorkItem
 
 const workItemCancelEntry = `-- name: WorkItemCancelEntry :one
 UPDATE work_items
-SET status = 'cancelled', finished_at = $1::timestamptz, end_reason = $2
-WHERE id = $3 AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+SET status = 'cancelled', finished_at = $1::timestamptz
+WHERE id = $2 AND status IN ('pending', 'held')
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemCancelEntryParams struct {
-	Now       time.Time
-	EndReason *string
-	ID        uuid.UUID
+	Now time.Time
+	ID  uuid.UUID
 }
 
 // One item cancelled on request (the check run's Cancel button, the
-// dashboard): pending or held, it finishes cancelled, saying why.
+// dashboard): pending or held, it finishes cancelled.
 func (q *Queries) WorkItemCancelEntry(ctx context.Context, db DBTX, arg WorkItemCancelEntryParams) (WorkItem, error) {
-	row := db.QueryRow(ctx, workItemCancelEntry, arg.Now, arg.EndReason, arg.ID)
+	row := db.QueryRow(ctx, workItemCancelEntry, arg.Now, arg.ID)
 	var i WorkItem
 	err := row.Scan(
 		&i.ID,
@@ -107,25 +106,22 @@ func (q *Queries) WorkItemCancelEntry(ctx context.Context, db DBTX, arg WorkItem
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemCancelInstallation = `-- name: WorkItemCancelInstallation :many
 UPDATE work_items
-SET status = 'cancelled', finished_at = $1::timestamptz, end_reason = $2
+SET status = 'cancelled', finished_at = $1::timestamptz
 WHERE status IN ('pending', 'held')
-  AND dispatch #>> '{subject,metadata,installation_id}' = $3::text
-  AND (cardinality($4::text[]) = 0
-       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($4::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+  AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
+  AND (cardinality($3::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemCancelInstallationParams struct {
 	Now            time.Time
-	EndReason      *string
 	InstallationID string
 	RepositoryIds  []string
 }
@@ -134,12 +130,7 @@ type WorkItemCancelInstallationParams struct {
 // when repository_ids is not empty): its pending and held items finish
 // cancelled.
 func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg WorkItemCancelInstallationParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemCancelInstallation,
-		arg.Now,
-		arg.EndReason,
-		arg.InstallationID,
-		arg.RepositoryIds,
-	)
+	rows, err := db.Query(ctx, workItemCancelInstallation, arg.Now, arg.InstallationID, arg.RepositoryIds)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +172,6 @@ func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg W
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -196,23 +185,21 @@ func (q *Queries) WorkItemCancelInstallation(ctx context.Context, db DBTX, arg W
 
 const workItemCancelSubject = `-- name: WorkItemCancelSubject :many
 UPDATE work_items
-SET status = 'cancelled', finished_at = $1::timestamptz, end_reason = $2
-WHERE canonical_id = $3::text AND status IN ('pending', 'held')
+SET status = 'cancelled', finished_at = $1::timestamptz
+WHERE canonical_id = $2::text AND status IN ('pending', 'held')
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemCancelSubjectParams struct {
 	Now         time.Time
-	EndReason   *string
 	CanonicalID string
 }
 
-// A closed subject: its pending and held items finish cancelled, saying
-// why.
+// A closed subject: its pending and held items finish cancelled.
 // Each arm of the OR is served by one partial index on canonical_id.
 func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkItemCancelSubjectParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemCancelSubject, arg.Now, arg.EndReason, arg.CanonicalID)
+	rows, err := db.Query(ctx, workItemCancelSubject, arg.Now, arg.CanonicalID)
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +241,6 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -269,21 +254,18 @@ func (q *Queries) WorkItemCancelSubject(ctx context.Context, db DBTX, arg WorkIt
 
 const workItemComplete = `-- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = $1::text, finished_at = $2::timestamptz, result_note = $3,
-    end_reason = coalesce(w.end_reason, $4), exit_code = $5
-WHERE w.id = $6 AND w.status = 'assigned'
-  AND work_item_fence_matches(w, $7, $8, $9,
-        $10, $11, $12,
-        $13, $14, $15)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+SET status = $1::text, finished_at = $2::timestamptz, result_note = $3
+WHERE w.id = $4 AND w.status = 'assigned'
+  AND work_item_fence_matches(w, $5, $6, $7,
+        $8, $9, $10,
+        $11, $12, $13)
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemCompleteParams struct {
 	Status             string
 	Now                time.Time
 	Note               *string
-	EndReason          *string
-	ExitCode           *int32
 	ID                 uuid.UUID
 	WorkflowID         string
 	WorkflowGeneration int64
@@ -301,8 +283,6 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		arg.Status,
 		arg.Now,
 		arg.Note,
-		arg.EndReason,
-		arg.ExitCode,
 		arg.ID,
 		arg.WorkflowID,
 		arg.WorkflowGeneration,
@@ -349,8 +329,6 @@ func (q *Queries) WorkItemComplete(ctx context.Context, db DBTX, arg WorkItemCom
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -383,7 +361,7 @@ func (q *Queries) WorkItemCountLiveBySubjectID(ctx context.Context, db DBTX, sub
 const workItemDrop = `-- name: WorkItemDrop :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'assigned', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemDropParams struct {
@@ -428,8 +406,6 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -437,7 +413,7 @@ func (q *Queries) WorkItemDrop(ctx context.Context, db DBTX, arg WorkItemDropPar
 const workItemDropWaiting = `-- name: WorkItemDropWaiting :one
 UPDATE work_items SET status = 'dropped', finished_at = $1::timestamptz
 WHERE id = $2 AND status IN ('pending', 'held')
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemDropWaitingParams struct {
@@ -483,10 +459,46 @@ func (q *Queries) WorkItemDropWaiting(ctx context.Context, db DBTX, arg WorkItem
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
+}
+
+const workItemEndingGet = `-- name: WorkItemEndingGet :one
+SELECT end_reason, exit_code FROM work_item_endings WHERE entry_id = $1
+`
+
+type WorkItemEndingGetRow struct {
+	EndReason *string
+	ExitCode  *int32
+}
+
+func (q *Queries) WorkItemEndingGet(ctx context.Context, db DBTX, entryID uuid.UUID) (WorkItemEndingGetRow, error) {
+	row := db.QueryRow(ctx, workItemEndingGet, entryID)
+	var i WorkItemEndingGetRow
+	err := row.Scan(&i.EndReason, &i.ExitCode)
+	return i, err
+}
+
+const workItemEndingSet = `-- name: WorkItemEndingSet :exec
+INSERT INTO work_item_endings (entry_id, end_reason, exit_code)
+SELECT unnest($1::uuid[]), $2, $3
+ON CONFLICT (entry_id) DO UPDATE
+SET end_reason = coalesce(work_item_endings.end_reason, EXCLUDED.end_reason),
+    exit_code = coalesce(EXCLUDED.exit_code, work_item_endings.exit_code)
+`
+
+type WorkItemEndingSetParams struct {
+	EntryIds  []uuid.UUID
+	EndReason *string
+	ExitCode  *int32
+}
+
+// How items ended: the first reason given stays (a cancel's, over the
+// command's exit its worker reports after it), the exit status is the
+// worker's.
+func (q *Queries) WorkItemEndingSet(ctx context.Context, db DBTX, arg WorkItemEndingSetParams) error {
+	_, err := db.Exec(ctx, workItemEndingSet, arg.EntryIds, arg.EndReason, arg.ExitCode)
+	return err
 }
 
 const workItemEnqueueBlockers = `-- name: WorkItemEnqueueBlockers :many
@@ -502,12 +514,12 @@ WITH swept AS (
     )
     RETURNING id
 )
-(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent, w.end_reason, w.exit_code FROM work_items w WHERE w.id IN (SELECT id FROM swept))
+(SELECT 'swept'::text AS why, w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent FROM work_items w WHERE w.id IN (SELECT id FROM swept))
 UNION ALL
-(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source, k.installation_id, k.trace_parent, k.end_reason, k.exit_code FROM work_items k
+(SELECT 'key'::text AS why, k.id, k.position, k.status, k.is_v2, k.subject_id, k.canonical_id, k.subject_generation, k.task_id, k.dispatch, k.enqueued_at, k.run_at, k.run_at_time, k.expire_after_secs, k.expires_after, k.idempotency_key, k.request_hash, k.repository, k.base_ref, k.head_ref, k.collision_key, k.workflow_id, k.workflow_generation, k.lease_owner, k.lease_generation, k.lease_expires_at, k.assigned_at, k.held_at, k.finished_at, k.cancel_requested_at, k.result_note, k.source, k.installation_id, k.trace_parent FROM work_items k
  WHERE $2::text <> '' AND k.idempotency_key = $2::text)
 UNION ALL
-(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source, s.installation_id, s.trace_parent, s.end_reason, s.exit_code FROM work_items s
+(SELECT 'subject'::text AS why, s.id, s.position, s.status, s.is_v2, s.subject_id, s.canonical_id, s.subject_generation, s.task_id, s.dispatch, s.enqueued_at, s.run_at, s.run_at_time, s.expire_after_secs, s.expires_after, s.idempotency_key, s.request_hash, s.repository, s.base_ref, s.head_ref, s.collision_key, s.workflow_id, s.workflow_generation, s.lease_owner, s.lease_generation, s.lease_expires_at, s.assigned_at, s.held_at, s.finished_at, s.cancel_requested_at, s.result_note, s.source, s.installation_id, s.trace_parent FROM work_items s
  WHERE s.canonical_id = $3::text
    AND s.status IN ('pending', 'assigned', 'held')
    AND ((s.subject_generation IS NOT NULL) OR (s.subject_generation IS NULL AND s.status IN ('pending', 'held')))
@@ -515,7 +527,7 @@ UNION ALL
  ORDER BY s.subject_generation DESC NULLS LAST, s.position
  LIMIT 1)
 UNION ALL
-(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source, r.installation_id, r.trace_parent, r.end_reason, r.exit_code FROM work_items r
+(SELECT 'reservation'::text AS why, r.id, r.position, r.status, r.is_v2, r.subject_id, r.canonical_id, r.subject_generation, r.task_id, r.dispatch, r.enqueued_at, r.run_at, r.run_at_time, r.expire_after_secs, r.expires_after, r.idempotency_key, r.request_hash, r.repository, r.base_ref, r.head_ref, r.collision_key, r.workflow_id, r.workflow_generation, r.lease_owner, r.lease_generation, r.lease_expires_at, r.assigned_at, r.held_at, r.finished_at, r.cancel_requested_at, r.result_note, r.source, r.installation_id, r.trace_parent FROM work_items r
  WHERE $4::text <> ''
    AND r.collision_key = lower(btrim($5::text)) || E'\n' || $4::text
    AND r.status IN ('pending', 'assigned', 'held')
@@ -593,8 +605,6 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 			&i.WorkItem.Source,
 			&i.WorkItem.InstallationID,
 			&i.WorkItem.TraceParent,
-			&i.WorkItem.EndReason,
-			&i.WorkItem.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -607,7 +617,7 @@ func (q *Queries) WorkItemEnqueueBlockers(ctx context.Context, db DBTX, arg Work
 }
 
 const workItemExpiredLeases = `-- name: WorkItemExpiredLeases :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE status = 'assigned' AND lease_expires_at <= $1::timestamptz
   AND lease_generation > 0 AND starts_with(lease_owner, $2::text)
 ORDER BY lease_expires_at
@@ -665,8 +675,6 @@ func (q *Queries) WorkItemExpiredLeases(ctx context.Context, db DBTX, arg WorkIt
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -685,7 +693,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.cancel_requested_at IS NOT NULL
   AND work_item_fence_matches(w, $3, $4, $5,
         $6, $7, $8,
         $9, $10, $11)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemFinishCancelledParams struct {
@@ -752,14 +760,12 @@ func (q *Queries) WorkItemFinishCancelled(ctx context.Context, db DBTX, arg Work
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemFirstDueV2 = `-- name: WorkItemFirstDueV2 :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE status = 'pending' AND is_v2 AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz)
 ORDER BY position
 LIMIT 1
@@ -802,14 +808,12 @@ func (q *Queries) WorkItemFirstDueV2(ctx context.Context, db DBTX, now time.Time
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemGet = `-- name: WorkItemGet :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items WHERE id = $1
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items WHERE id = $1
 `
 
 func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -849,14 +853,12 @@ func (q *Queries) WorkItemGet(ctx context.Context, db DBTX, id uuid.UUID) (WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemGetForUpdate = `-- name: WorkItemGetForUpdate :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items WHERE id = $1 FOR UPDATE
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -896,8 +898,6 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -905,7 +905,7 @@ func (q *Queries) WorkItemGetForUpdate(ctx context.Context, db DBTX, id uuid.UUI
 const workItemGrantIdentity = `-- name: WorkItemGrantIdentity :one
 UPDATE work_items SET subject_generation = $1, subject_id = canonical_id
 WHERE id = $2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemGrantIdentityParams struct {
@@ -951,8 +951,6 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -960,7 +958,7 @@ func (q *Queries) WorkItemGrantIdentity(ctx context.Context, db DBTX, arg WorkIt
 const workItemHold = `-- name: WorkItemHold :one
 UPDATE work_items SET status = 'held', held_at = $1::timestamptz
 WHERE id = $2 AND status = 'pending'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemHoldParams struct {
@@ -1005,8 +1003,6 @@ func (q *Queries) WorkItemHold(ctx context.Context, db DBTX, arg WorkItemHoldPar
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1022,7 +1018,7 @@ INSERT INTO work_items (
     $11, $12, $13,
     $14, $15, $16, $17
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemInsertParams struct {
@@ -1100,8 +1096,6 @@ func (q *Queries) WorkItemInsert(ctx context.Context, db DBTX, arg WorkItemInser
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1354,7 +1348,7 @@ SET status = 'assigned',
     held_at = NULL
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::text[]) AS workflow_id) AS u
 WHERE w.id = u.id AND w.status = 'pending'
-RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent, w.end_reason, w.exit_code
+RETURNING w.id, w.position, w.status, w.is_v2, w.subject_id, w.canonical_id, w.subject_generation, w.task_id, w.dispatch, w.enqueued_at, w.run_at, w.run_at_time, w.expire_after_secs, w.expires_after, w.idempotency_key, w.request_hash, w.repository, w.base_ref, w.head_ref, w.collision_key, w.workflow_id, w.workflow_generation, w.lease_owner, w.lease_generation, w.lease_expires_at, w.assigned_at, w.held_at, w.finished_at, w.cancel_requested_at, w.result_note, w.source, w.installation_id, w.trace_parent
 `
 
 type WorkItemLeaseManyParams struct {
@@ -1420,8 +1414,6 @@ func (q *Queries) WorkItemLeaseMany(ctx context.Context, db DBTX, arg WorkItemLe
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1438,7 +1430,7 @@ UPDATE work_items
 SET status = 'assigned', workflow_id = $1::text, assigned_at = $2::timestamptz,
     lease_expires_at = $3, held_at = NULL
 WHERE id = $4
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemLegacyAssignParams struct {
@@ -1490,8 +1482,6 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1499,7 +1489,7 @@ func (q *Queries) WorkItemLegacyAssign(ctx context.Context, db DBTX, arg WorkIte
 const workItemLegacyComplete = `-- name: WorkItemLegacyComplete :one
 UPDATE work_items SET status = $1::text, finished_at = $2::timestamptz
 WHERE id = $3 AND status = 'assigned'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemLegacyCompleteParams struct {
@@ -1545,14 +1535,12 @@ func (q *Queries) WorkItemLegacyComplete(ctx context.Context, db DBTX, arg WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemLegacyLeaseCandidates = `-- name: WorkItemLegacyLeaseCandidates :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE NOT is_v2 AND subject_generation IS NULL
   AND ((status = 'pending' AND (run_at_time IS NULL OR run_at_time <= $1::timestamptz))
        OR (status = 'assigned' AND lease_expires_at <= $1::timestamptz))
@@ -1610,8 +1598,6 @@ func (q *Queries) WorkItemLegacyLeaseCandidates(ctx context.Context, db DBTX, ar
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1627,7 +1613,7 @@ const workItemLegacyReleasePending = `-- name: WorkItemLegacyReleasePending :one
 UPDATE work_items
 SET status = 'pending', workflow_id = NULL, assigned_at = NULL, lease_expires_at = NULL
 WHERE id = $1 AND status = 'assigned' AND NOT is_v2 AND subject_generation IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -1667,14 +1653,12 @@ func (q *Queries) WorkItemLegacyReleasePending(ctx context.Context, db DBTX, id 
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemList = `-- name: WorkItemList :many
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE status IN ('pending', 'assigned', 'held')
   AND (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
 ORDER BY position
@@ -1730,8 +1714,6 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1744,7 +1726,7 @@ func (q *Queries) WorkItemList(ctx context.Context, db DBTX, arg WorkItemListPar
 }
 
 const workItemLiveBySubject = `-- name: WorkItemLiveBySubject :one
-SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code FROM work_items
+SELECT id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent FROM work_items
 WHERE canonical_id = $1::text
   AND status IN ('pending', 'assigned', 'held')
   AND ((subject_generation IS NOT NULL) OR (subject_generation IS NULL AND status IN ('pending', 'held')))
@@ -1793,8 +1775,6 @@ func (q *Queries) WorkItemLiveBySubject(ctx context.Context, db DBTX, canonicalI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1851,7 +1831,7 @@ SET status = 'pending', assigned_at = NULL,
     workflow_id = CASE WHEN lease_generation = 0 THEN NULL ELSE workflow_id END,
     lease_expires_at = CASE WHEN lease_generation = 0 THEN NULL ELSE lease_expires_at END
 WHERE id = $1 AND status = 'assigned' AND lease_expires_at <= $2::timestamptz
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemReclaimExpiredParams struct {
@@ -1900,8 +1880,6 @@ func (q *Queries) WorkItemReclaimExpired(ctx context.Context, db DBTX, arg WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1915,7 +1893,7 @@ WHERE w.id = $3 AND w.status = 'assigned' AND w.lease_expires_at <= $4::timestam
   AND work_item_fence_matches(w, $5, $6, $7,
         $8, $9, $10,
         $11, $12, $13)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRecoverParams struct {
@@ -1985,8 +1963,6 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -1994,7 +1970,7 @@ func (q *Queries) WorkItemRecover(ctx context.Context, db DBTX, arg WorkItemReco
 const workItemRelease = `-- name: WorkItemRelease :one
 UPDATE work_items SET status = 'pending', held_at = NULL
 WHERE id = $1 AND status = 'held'
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (WorkItem, error) {
@@ -2034,8 +2010,6 @@ func (q *Queries) WorkItemRelease(ctx context.Context, db DBTX, id uuid.UUID) (W
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -2047,7 +2021,7 @@ WHERE w.id = $1 AND w.status = 'assigned'
   AND work_item_fence_matches(w, $2, $3, $4,
         $5, $6, $7,
         $8, $9, $10)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemReleasePendingParams struct {
@@ -2111,8 +2085,6 @@ func (q *Queries) WorkItemReleasePending(ctx context.Context, db DBTX, arg WorkI
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
@@ -2125,7 +2097,7 @@ WHERE w.id = $2 AND w.status = 'assigned' AND w.lease_expires_at > $3::timestamp
   AND work_item_fence_matches(w, $4, $5, $6,
         $7, $8, $9,
         $10, $11, $12)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRenewParams struct {
@@ -2193,29 +2165,26 @@ func (q *Queries) WorkItemRenew(ctx context.Context, db DBTX, arg WorkItemRenewP
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemRequestCancel = `-- name: WorkItemRequestCancel :many
 UPDATE work_items
-SET cancel_requested_at = $1::timestamptz, end_reason = $2
-WHERE canonical_id = $3::text AND status = 'assigned' AND cancel_requested_at IS NULL
+SET cancel_requested_at = $1::timestamptz
+WHERE canonical_id = $2::text AND status = 'assigned' AND cancel_requested_at IS NULL
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRequestCancelParams struct {
 	Now         time.Time
-	EndReason   *string
 	CanonicalID string
 }
 
 // A closed subject: its assigned items are told to stop at their next renew.
 func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkItemRequestCancelParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemRequestCancel, arg.Now, arg.EndReason, arg.CanonicalID)
+	rows, err := db.Query(ctx, workItemRequestCancel, arg.Now, arg.CanonicalID)
 	if err != nil {
 		return nil, err
 	}
@@ -2257,8 +2226,6 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -2272,20 +2239,19 @@ func (q *Queries) WorkItemRequestCancel(ctx context.Context, db DBTX, arg WorkIt
 
 const workItemRequestCancelEntry = `-- name: WorkItemRequestCancelEntry :one
 UPDATE work_items
-SET cancel_requested_at = $1::timestamptz, end_reason = $2
-WHERE id = $3 AND status = 'assigned' AND cancel_requested_at IS NULL
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+SET cancel_requested_at = $1::timestamptz
+WHERE id = $2 AND status = 'assigned' AND cancel_requested_at IS NULL
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRequestCancelEntryParams struct {
-	Now       time.Time
-	EndReason *string
-	ID        uuid.UUID
+	Now time.Time
+	ID  uuid.UUID
 }
 
-// One assigned item asked to stop at its next renew, saying why.
+// One assigned item asked to stop at its next renew.
 func (q *Queries) WorkItemRequestCancelEntry(ctx context.Context, db DBTX, arg WorkItemRequestCancelEntryParams) (WorkItem, error) {
-	row := db.QueryRow(ctx, workItemRequestCancelEntry, arg.Now, arg.EndReason, arg.ID)
+	row := db.QueryRow(ctx, workItemRequestCancelEntry, arg.Now, arg.ID)
 	var i WorkItem
 	err := row.Scan(
 		&i.ID,
@@ -2321,25 +2287,22 @@ func (q *Queries) WorkItemRequestCancelEntry(ctx context.Context, db DBTX, arg W
 		&i.Source,
 		&i.InstallationID,
 		&i.TraceParent,
-		&i.EndReason,
-		&i.ExitCode,
 	)
 	return i, err
 }
 
 const workItemRequestCancelInstallation = `-- name: WorkItemRequestCancelInstallation :many
 UPDATE work_items
-SET cancel_requested_at = $1::timestamptz, end_reason = $2
+SET cancel_requested_at = $1::timestamptz
 WHERE status = 'assigned' AND cancel_requested_at IS NULL
-  AND dispatch #>> '{subject,metadata,installation_id}' = $3::text
-  AND (cardinality($4::text[]) = 0
-       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($4::text[]))
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+  AND dispatch #>> '{subject,metadata,installation_id}' = $2::text
+  AND (cardinality($3::text[]) = 0
+       OR dispatch #>> '{subject,metadata,repository_id}' = ANY ($3::text[]))
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 type WorkItemRequestCancelInstallationParams struct {
 	Now            time.Time
-	EndReason      *string
 	InstallationID string
 	RepositoryIds  []string
 }
@@ -2347,12 +2310,7 @@ type WorkItemRequestCancelInstallationParams struct {
 // The same installation's (or repositories') assigned items are told to
 // stop at their next renew.
 func (q *Queries) WorkItemRequestCancelInstallation(ctx context.Context, db DBTX, arg WorkItemRequestCancelInstallationParams) ([]WorkItem, error) {
-	rows, err := db.Query(ctx, workItemRequestCancelInstallation,
-		arg.Now,
-		arg.EndReason,
-		arg.InstallationID,
-		arg.RepositoryIds,
-	)
+	rows, err := db.Query(ctx, workItemRequestCancelInstallation, arg.Now, arg.InstallationID, arg.RepositoryIds)
 	if err != nil {
 		return nil, err
 	}
@@ -2394,8 +2352,6 @@ func (q *Queries) WorkItemRequestCancelInstallation(ctx context.Context, db DBTX
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}
@@ -2462,7 +2418,7 @@ WHERE id IN (
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent, end_reason, exit_code
+RETURNING id, position, status, is_v2, subject_id, canonical_id, subject_generation, task_id, dispatch, enqueued_at, run_at, run_at_time, expire_after_secs, expires_after, idempotency_key, request_hash, repository, base_ref, head_ref, collision_key, workflow_id, workflow_generation, lease_owner, lease_generation, lease_expires_at, assigned_at, held_at, finished_at, cancel_requested_at, result_note, source, installation_id, trace_parent
 `
 
 // Drops pending entries whose run_at + expire_after_secs has passed, a
@@ -2512,8 +2468,6 @@ func (q *Queries) WorkItemSweepExpired(ctx context.Context, db DBTX, now time.Ti
 			&i.Source,
 			&i.InstallationID,
 			&i.TraceParent,
-			&i.EndReason,
-			&i.ExitCode,
 		); err != nil {
 			return nil, err
 		}

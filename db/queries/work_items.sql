@@ -108,8 +108,7 @@ RETURNING *;
 
 -- name: WorkItemComplete :one
 UPDATE work_items w
-SET status = @status::text, finished_at = @now::timestamptz, result_note = sqlc.narg('note'),
-    end_reason = coalesce(w.end_reason, sqlc.narg('end_reason')), exit_code = sqlc.narg('exit_code')
+SET status = @status::text, finished_at = @now::timestamptz, result_note = sqlc.narg('note')
 WHERE w.id = @id AND w.status = 'assigned'
   AND work_item_fence_matches(w, @workflow_id, @workflow_generation, @qualified_id,
         @subject_generation, @owner_id, @lease_generation,
@@ -218,10 +217,9 @@ LIMIT 1;
 SELECT * FROM work_items WHERE id = @id FOR UPDATE;
 
 -- name: WorkItemCancelSubject :many
--- A closed subject: its pending and held items finish cancelled, saying
--- why.
+-- A closed subject: its pending and held items finish cancelled.
 UPDATE work_items
-SET status = 'cancelled', finished_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+SET status = 'cancelled', finished_at = @now::timestamptz
 -- Each arm of the OR is served by one partial index on canonical_id.
 WHERE canonical_id = @canonical_id::text AND status IN ('pending', 'held')
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
@@ -230,7 +228,7 @@ RETURNING *;
 -- name: WorkItemRequestCancel :many
 -- A closed subject: its assigned items are told to stop at their next renew.
 UPDATE work_items
-SET cancel_requested_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+SET cancel_requested_at = @now::timestamptz
 WHERE canonical_id = @canonical_id::text AND status = 'assigned' AND cancel_requested_at IS NULL
   AND (subject_generation IS NOT NULL OR subject_generation IS NULL)
 RETURNING *;
@@ -436,7 +434,7 @@ RETURNING *;
 -- when repository_ids is not empty): its pending and held items finish
 -- cancelled.
 UPDATE work_items
-SET status = 'cancelled', finished_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+SET status = 'cancelled', finished_at = @now::timestamptz
 WHERE status IN ('pending', 'held')
   AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
   AND (cardinality(@repository_ids::text[]) = 0
@@ -447,7 +445,7 @@ RETURNING *;
 -- The same installation's (or repositories') assigned items are told to
 -- stop at their next renew.
 UPDATE work_items
-SET cancel_requested_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+SET cancel_requested_at = @now::timestamptz
 WHERE status = 'assigned' AND cancel_requested_at IS NULL
   AND dispatch #>> '{subject,metadata,installation_id}' = @installation_id::text
   AND (cardinality(@repository_ids::text[]) = 0
@@ -456,15 +454,28 @@ RETURNING *;
 
 -- name: WorkItemCancelEntry :one
 -- One item cancelled on request (the check run's Cancel button, the
--- dashboard): pending or held, it finishes cancelled, saying why.
+-- dashboard): pending or held, it finishes cancelled.
 UPDATE work_items
-SET status = 'cancelled', finished_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+SET status = 'cancelled', finished_at = @now::timestamptz
 WHERE id = @id AND status IN ('pending', 'held')
 RETURNING *;
 
 -- name: WorkItemRequestCancelEntry :one
--- One assigned item asked to stop at its next renew, saying why.
+-- One assigned item asked to stop at its next renew.
 UPDATE work_items
-SET cancel_requested_at = @now::timestamptz, end_reason = sqlc.narg('end_reason')
+SET cancel_requested_at = @now::timestamptz
 WHERE id = @id AND status = 'assigned' AND cancel_requested_at IS NULL
 RETURNING *;
+
+-- name: WorkItemEndingSet :exec
+-- How items ended: the first reason given stays (a cancel's, over the
+-- command's exit its worker reports after it), the exit status is the
+-- worker's.
+INSERT INTO work_item_endings (entry_id, end_reason, exit_code)
+SELECT unnest(@entry_ids::uuid[]), sqlc.narg('end_reason'), sqlc.narg('exit_code')
+ON CONFLICT (entry_id) DO UPDATE
+SET end_reason = coalesce(work_item_endings.end_reason, EXCLUDED.end_reason),
+    exit_code = coalesce(EXCLUDED.exit_code, work_item_endings.exit_code);
+
+-- name: WorkItemEndingGet :one
+SELECT end_reason, exit_code FROM work_item_endings WHERE entry_id = @entry_id;
