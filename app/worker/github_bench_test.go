@@ -32,6 +32,12 @@ type gitHubBench struct {
 }
 
 func newGitHubBench(b *testing.B, writesPerSec float64) *gitHubBench {
+	return newGitHubBenchWith(b, writesPerSec, WorkerConfig{})
+}
+
+// newGitHubBenchWith is newGitHubBench with the worker's command and
+// progress settings of wc.
+func newGitHubBenchWith(b *testing.B, writesPerSec float64, wc WorkerConfig) *gitHubBench {
 	b.Helper()
 	fake := githubtest.New(b, githubtest.ForbidRefUpdates())
 	fake.AddRepo("octo", "widgets", 1296269, "main", true)
@@ -58,7 +64,11 @@ func newGitHubBench(b *testing.B, writesPerSec float64) *gitHubBench {
 		b.Fatal(err)
 	}
 	b.Cleanup(sender.Stop)
-	w, err := NewWorker(store, pool, inst, WorkerConfig{OwnerID: BuiltinOwnerPrefix + "bench-" + uuid.NewString()[:8], Slots: 5}, logger)
+	wc.OwnerID, wc.Slots = BuiltinOwnerPrefix+"bench-"+uuid.NewString()[:8], 5
+	if wc.ProgressInterval > 0 {
+		wc.Progress = outbox.NewProgress(pool, inst, "")
+	}
+	w, err := NewWorker(store, pool, inst, wc, logger)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,6 +99,7 @@ func (g *gitHubBench) enqueue(b *testing.B, pr bool) string {
 			WorkflowRef: "coding", TriggerSource: "github:issues.opened", RequestedAt: queue.Timestamp{Time: time.Now()},
 		},
 		Reservation: res,
+		FromGitHub:  true, // as the webhook intake enqueues: only such items get check runs
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -241,4 +252,38 @@ func BenchmarkIssueItemsUnderRateLimits(b *testing.B) {
 	b.ReportMetric(float64(g.fake.EarlyCalls()), "early-calls")
 	reportLatency(b, "all-done", toDone)
 	g.reportCalls(b, 5*len(toDone))
+}
+
+// BenchmarkIssueItemConsoleCalls counts every GitHub call (token minting
+// included) an issue item costs whose command runs 12 s printing a line
+// every 100 ms, with progress every 3 s: the default 30 s interval over a
+// 2-minute command, scaled down ten times (the calls depend on how many
+// intervals the run spans, not on their length). It reports progress
+// updates per item, the calls of the command's own token (minted for the
+// item and revoked after it) and every other call per item.
+func BenchmarkIssueItemConsoleCalls(b *testing.B) {
+	g := newGitHubBenchWith(b, 1, WorkerConfig{
+		Exec:             `i=0; while [ $i -lt 120 ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done`,
+		ProgressInterval: 3 * time.Second,
+	})
+	items := 0
+	for b.Loop() {
+		entry := g.enqueue(b, false)
+		waitFor(b, "check run completed", func() bool { return g.completed(entry) })
+		items++
+	}
+	progress := 0
+	for _, cr := range g.fake.CheckRuns("octo/widgets") {
+		for _, w := range cr.Writes {
+			if w.Status == "in_progress" && w.SetsText {
+				progress++
+			}
+		}
+	}
+	tokens := g.fake.Count(githubtest.KindAccessToken) + g.fake.Count(githubtest.KindRevokeToken)
+	other := len(g.fake.Requests()) - tokens - progress
+	g.reportCalls(b, items) // calls/item: all but token minting
+	b.ReportMetric(float64(progress)/float64(items), "progress/item")
+	b.ReportMetric(float64(tokens)/float64(items), "token-calls/item")
+	b.ReportMetric(float64(other)/float64(items), "other-calls/item")
 }
