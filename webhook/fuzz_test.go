@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/google/uuid"
 	"sort"
 	"strings"
 	"testing"
@@ -133,6 +134,9 @@ func FuzzMapper(f *testing.F) {
 	f.Add("issues", []byte(`{"action":"opened","issue":{"number":1},"repository":{"id":1,"full_name":"a/b","default_branch":"main"}}`))
 	f.Add("pull_request", []byte(`{"action":"opened","pull_request":{"number":2,"head":{"ref":"x","sha":"y"},"base":{"ref":"main"}},"repository":{"id":1,"full_name":"a/b"}}`))
 	f.Add("issue_comment", []byte(`{"action":"created","comment":{"body":"/gitlease run","author_association":"OWNER"},"issue":{"number":3,"pull_request":{}},"repository":{"id":1,"full_name":"a/b"},"installation":{"id":5}}`))
+	f.Add("issue_comment", []byte(`{"action":"created","comment":{"body":"/gitlease cancel now","author_association":"MEMBER"},"issue":{"number":3},"repository":{"id":1,"full_name":"a/b"},"sender":{"login":"o"}}`))
+	f.Add("check_run", []byte(`{"action":"requested_action","requested_action":{"identifier":"cancel"},"check_run":{"id":9,"external_id":"8f1c2d6e-0000-4000-8000-000000000000","app":{"id":424242}},"repository":{"id":1},"installation":{"id":5},"sender":{"login":"o"}}`))
+	f.Add("check_run", []byte(`{"action":"requested_action","requested_action":null,"check_run":{"id":"9","app":{"id":424242}},"repository":{"id":1}}`))
 	f.Add("issues", []byte(`null`))
 	f.Add("ping", []byte(`{"hook":7}`))
 	f.Add("", []byte(`{}`))
@@ -189,8 +193,12 @@ func FuzzMapper(f *testing.F) {
 					}
 				}
 			case webhook.KindCancel:
-				if _, _, ok := queue.SplitQualifiedID(dec.QualifiedID); !ok {
-					t.Fatalf("cancel of %q", dec.QualifiedID)
+				if c := dec.CheckRun; c != nil {
+					if _, err := uuid.Parse(c.EntryID); err != nil || c.CheckRunID <= 0 || dec.CancelReason == "" {
+						t.Fatalf("cancel button press %+v (%q)", c, dec.CancelReason)
+					}
+				} else if _, _, ok := queue.SplitQualifiedID(dec.QualifiedID); !ok || dec.CancelReason == "" {
+					t.Fatalf("cancel of %q (%q)", dec.QualifiedID, dec.CancelReason)
 				}
 			case webhook.KindIgnore:
 				if dec.Reason == "" {

@@ -246,3 +246,67 @@ func TestInstallationGoneCancelsItsWork(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelButton: a pull request item's queued check run offers the
+// Cancel button; pressing it (check_run requested_action) cancels the item
+// only for this App's check run recorded for a live entry of the same
+// installation and repository, with the button's identifier; the
+// conclusion says who and how and removes the button.
+func TestCancelButton(t *testing.T) {
+	t.Parallel()
+	h, intake := newIntakeHarness(t)
+	head := h.gh.Push(helloWorld, "fix-greeting", "a greeting fix")
+	first := deliver(t, intake, "pull_request", "d-1", "pull_request-opened.json", func(m map[string]any) {
+		m["pull_request"].(map[string]any)["head"].(map[string]any)["sha"] = head
+	})
+	if first.Outcome != webhook.OutcomeEnqueued {
+		t.Fatalf("pull request opened: %+v", first)
+	}
+	h.drain(t, h.sender(t))
+	runs := checkRunsOf(h.gh, first.EntryID)
+	if len(runs) != 1 || runs[0].Status != "queued" || len(runs[0].Actions) != 1 || runs[0].Actions[0].Identifier != "cancel" {
+		t.Fatalf("queued check run %+v, want one offering the Cancel button", runs)
+	}
+	if !strings.HasPrefix(runs[0].Summary, "**Queued") || !strings.Contains(runs[0].Summary, first.EntryID) {
+		t.Errorf("queued summary %q", runs[0].Summary)
+	}
+	press := func(mod func(cr, m map[string]any)) func(m map[string]any) {
+		return func(m map[string]any) {
+			m["action"] = "requested_action"
+			m["requested_action"] = map[string]any{"identifier": "cancel"}
+			cr := m["check_run"].(map[string]any)
+			cr["id"], cr["external_id"], cr["head_sha"] = float64(runs[0].ID), first.EntryID, head
+			cr["app"].(map[string]any)["id"] = float64(h.gh.AppID)
+			if mod != nil {
+				mod(cr, m)
+			}
+		}
+	}
+	for name, mod := range map[string]func(cr, m map[string]any){
+		"another-app":          func(cr, _ map[string]any) { cr["app"].(map[string]any)["id"] = float64(h.gh.AppID + 1) },
+		"another-button":       func(_, m map[string]any) { m["requested_action"] = map[string]any{"identifier": "rerun"} },
+		"another-check-run":    func(cr, _ map[string]any) { cr["id"] = float64(runs[0].ID + 1) },
+		"another-installation": func(_, m map[string]any) { m["installation"].(map[string]any)["id"] = float64(999) },
+		"another-repository":   func(_, m map[string]any) { m["repository"].(map[string]any)["id"] = float64(4242) },
+		"unknown-entry":        func(cr, _ map[string]any) { cr["external_id"] = "8f1c2d6e-0000-4000-8000-000000000000" },
+	} {
+		if r := deliver(t, intake, "check_run", "d-"+name, "check_run-rerequested.json", press(mod)); r.Outcome != webhook.OutcomeIgnored {
+			t.Errorf("press on %s: %+v, want ignored", name, r)
+		}
+	}
+	if it, _ := h.store.Get(context.Background(), first.EntryID); it.Status() != queue.StatusPending {
+		t.Fatalf("after the ignored presses the item is %s", it.Status())
+	}
+	if r := deliver(t, intake, "check_run", "d-press", "check_run-rerequested.json", press(nil)); r.Outcome != webhook.OutcomeCancelled || r.EntryID != first.EntryID {
+		t.Fatalf("press: %+v, want cancelled naming %s", r, first.EntryID)
+	}
+	if r := deliver(t, intake, "check_run", "d-again", "check_run-rerequested.json", press(nil)); r.Outcome != webhook.OutcomeIgnored {
+		t.Errorf("a second press: %+v, want ignored (nothing live)", r)
+	}
+	h.drain(t, h.sender(t))
+	runs = checkRunsOf(h.gh, first.EntryID)
+	if len(runs) != 1 || runs[0].Conclusion != "cancelled" || len(runs[0].Actions) != 0 ||
+		!strings.HasPrefix(runs[0].Summary, "**Cancelled by @octocat with the Cancel button**") {
+		t.Fatalf("concluded check run %+v", runs)
+	}
+}
