@@ -258,9 +258,18 @@ func (o *Outbox) Finished(ctx context.Context, tx pgx.Tx, it queue.Item) error {
 	return o.checkRun(ctx, tx, it, checkRunUpdate{
 		Status:     "completed",
 		Conclusion: conclusion,
-		Title:      fmt.Sprintf("%s: generation %d", strings.ToUpper(conclusion[:1])+strings.ReplaceAll(conclusion[1:], "_", " "), it.Generation()),
+		Title:      fmt.Sprintf("%s: generation %d", titleOf(it.Status(), conclusion), it.Generation()),
 		Summary:    headline,
 	})
+}
+
+// titleOf names a finished item's outcome in its check run's title: its
+// status, or Timed out.
+func titleOf(status, conclusion string) string {
+	if conclusion == "timed_out" {
+		return "Timed out"
+	}
+	return strings.ToUpper(status[:1]) + status[1:]
 }
 
 // ending is a finished item's check-run conclusion and the one line that
