@@ -213,7 +213,7 @@ func TestHandlerEvents(t *testing.T) {
 			status: 200, outcome: webhook.OutcomeIgnored, reason: "nothing live to cancel for github_pull_request:"},
 		{name: "cancel command from someone without write access", fixture: "issue_comment-created-none", sender: "mona-stranger",
 			edit:   func(m map[string]any) { obj(m, "comment")["body"] = "/gitlease cancel" },
-			status: 200, outcome: webhook.OutcomeIgnored, reason: `association "NONE" may not run gitlease`},
+			status: 200, outcome: webhook.OutcomeIgnored, reason: "comment author association NONE is not in GITLEASE_ALLOWED_AUTHORS=OWNER,MEMBER,COLLABORATOR"},
 		{name: "comment edited", fixture: "issue_comment-created", edit: setAction("edited"), action: "edited",
 			status: 200, outcome: webhook.OutcomeIgnored, reason: `issue_comment action "edited" is not handled`},
 		{name: "comment command on a pull request", fixture: "issue_comment-created-pr", opts: withPRs, status: 202,
