@@ -33,6 +33,12 @@ import (
 // pull request exist yet.
 const provisionPoll = 200 * time.Millisecond
 
+// cancelKillAfter is the longest a command whose item was cancelled has
+// between SIGTERM and the end of its sandbox: a cancel stops a command
+// within seconds (SPEC §8.3), even one that ignores SIGTERM (as a shell that
+// is the first process of its PID namespace does).
+const cancelKillAfter = 2 * time.Second
+
 // finishTimeout bounds the queue calls that finish a job (complete or
 // release) in all, so a shutdown cannot hang on an unreachable queue.
 const finishTimeout = 20 * time.Second
@@ -484,11 +490,13 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 			return j.exited(ctx, p.Err(), tail)
 		case <-timeout.C:
 			j.log.WarnContext(ctx, "the command timed out; ending it", "timeout", cfg.Timeout.String())
-			j.terminate(ctx, p)
+			j.terminate(ctx, p, cfg.KillAfter)
 			j.endReason = "Timed out after " + cfg.Timeout.String()
 			return queue.StatusFailed, queue.NoteTimedOut + " after " + cfg.Timeout.String() + ": the command was ended\n" + tail.String(), nil
 		case <-j.lost:
-			j.terminate(ctx, p)
+			// Cancelled (or taken over): stopped within seconds, whatever
+			// the command does with SIGTERM.
+			j.terminate(ctx, p, min(cfg.KillAfter, cancelKillAfter))
 			return "", "", j.lostErr
 		case <-stopping:
 			stopping = nil
@@ -497,7 +505,7 @@ func (j *job) execute(ctx context.Context, prov *queue.Provisioning) (status, no
 			graceOver = t.C
 			j.log.InfoContext(ctx, "worker stopping: the command has a grace period to finish", "grace", cfg.Grace.String())
 		case <-graceOver:
-			j.terminate(ctx, p)
+			j.terminate(ctx, p, cfg.KillAfter)
 			return "", "", errShutdown
 		}
 	}
@@ -580,12 +588,12 @@ func (j *job) exited(ctx context.Context, werr error, tail *tailBuffer) (status,
 }
 
 // terminate stops the command: SIGTERM to its processes, then, if it has
-// not exited after KillAfter, the end of everything in its sandbox. It
+// not exited after killAfter, the end of everything in its sandbox. It
 // returns once the command has exited.
-func (j *job) terminate(ctx context.Context, p *sandbox.Process) {
+func (j *job) terminate(ctx context.Context, p *sandbox.Process, killAfter time.Duration) {
 	j.log.InfoContext(ctx, "stopping the command", "pid", p.Pid())
 	p.Signal(syscall.SIGTERM)
-	t := time.NewTimer(j.w.cfg.KillAfter)
+	t := time.NewTimer(killAfter)
 	defer t.Stop()
 	select {
 	case <-p.Done():

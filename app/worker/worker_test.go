@@ -428,16 +428,18 @@ func TestWorkerStopsTheCommandWhenTheSubjectCloses(t *testing.T) {
 
 // TestWorkerStopsACancelledCommandAtOnce: with a lease of 30 minutes (a
 // renew every 10), cancelling an assigned item from another store (another
-// serve instance: the NOTIFY crosses the database) stops its command
-// within 5 seconds, and the item ends cancelled with the reason it was
+// serve instance: the NOTIFY crosses the database) stops its command, one
+// that ignores SIGTERM, within 5 seconds, and the item ends cancelled with the reason it was
 // cancelled with.
 func TestWorkerStopsACancelledCommandAtOnce(t *testing.T) {
 	t.Parallel()
 	store, pool := newQueue(t, 30*time.Minute)
 	dir := t.TempDir()
 	it := issueItem(t, store, 1, false)
-	w := startWorker(t, store, pool, WorkerConfig{Grace: time.Minute,
-		Exec: script(t, "touch '"+dir+"/started'\nsleep 60\ntouch '"+dir+"/finished'\n")})
+	// It ignores SIGTERM, and has a KillAfter of a minute: a cancel ends
+	// it all the same, within seconds.
+	w := startWorker(t, store, pool, WorkerConfig{Grace: time.Minute, KillAfter: time.Minute,
+		Exec: script(t, "trap '' TERM\ntouch '"+dir+"/started'\nsleep 60\ntouch '"+dir+"/finished'\n")})
 	eventually(t, 10*time.Second, "command started", func() bool { return fileExists(dir + "/started") })
 	cn := NewCancelNotifier(pool, testLogger(t))
 	if err := cn.Start(context.Background()); err != nil {
