@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -71,23 +68,11 @@ func (e *consoleEnv) start(t *testing.T, extra ...string) {
 
 // deliver sends a fixture (edited) as GitHub would and returns the outcome
 // gitlease recorded for it.
-func (e *consoleEnv) deliver(t *testing.T, event, fixture string, edit func(map[string]any)) string {
+func (e *consoleEnv) deliver(t *testing.T, event, name string, edit func(map[string]any)) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("../../testdata/payloads", fixture+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(m)
-	}
-	body, _ := json.Marshal(m)
-	a := e.gh.Deliver(event, body)
+	a := e.gh.Deliver(event, fixture(t, name+".json", edit))
 	if a.StatusCode >= 300 {
-		t.Fatalf("%s delivery answered %d", fixture, a.StatusCode)
+		t.Fatalf("%s delivery answered %d", name, a.StatusCode)
 	}
 	return e.outcome(t, a.GUID)
 }
