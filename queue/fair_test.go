@@ -259,11 +259,20 @@ func TestFairLeasePlanIsBounded(t *testing.T) {
 		if err := tx.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE proname = 'work_item_lease_fair'`).Scan(&body); err != nil {
 			t.Fatal(err)
 		}
-		// The statement RETURN QUERY runs, its parameters as the lease passes them.
+		// The statement RETURN QUERY runs, prepared with the function's
+		// parameters as its own, so EXPLAIN EXECUTE shows the plan the
+		// function keeps (plan_cache_mode, migration 00025), executed with
+		// the parameters the lease passes.
 		_, body, _ = strings.Cut(body, "RETURN QUERY")
 		body, _, _ = strings.Cut(body, ";")
-		r := strings.NewReplacer("now_at", "now()", "max_items", "5", "scan", "50", "cap", "0", "taken", "'{}'::uuid[]")
-		p := explain(t, tx, r.Replace(body))
+		r := strings.NewReplacer("now_at", "$1", "max_items", "$2", "scan", "$3", "cap", "$4", "taken", "$5")
+		if _, err := tx.Exec(ctx, "PREPARE fair_scan (timestamptz, integer, integer, integer, uuid[]) AS "+r.Replace(body)); err != nil {
+			t.Fatal(err)
+		}
+		p := explain(t, tx, "EXECUTE fair_scan (now(), 5, 50, 0, '{}')")
+		if _, err := tx.Exec(ctx, "DEALLOCATE fair_scan"); err != nil {
+			t.Fatal(err)
+		}
 		_ = tx.Rollback(ctx)
 		for _, want := range []string{"Index Scan using lease_installations_turn", "Index Scan using work_items_pending_installation", "LockRows"} {
 			if !strings.Contains(p, want) {
