@@ -1,11 +1,15 @@
 package worker
 
 import (
+	"encoding/json"
 	"fmt"
 	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gitlease/gitlease/queue"
+	"github.com/gitlease/gitlease/webhook"
 )
 
 // What a worker command gets from the server it runs under: an environment
@@ -74,4 +78,58 @@ func lookupCommandUser(name string) (*commandUser, error) {
 		}
 	}
 	return &commandUser{name: u.Username, cred: cred}, nil
+}
+
+// itemEnv lists the GITLEASE_* variables describing a leased item: the
+// dispatch is in the file GITLEASE_DISPATCH_FILE names (the sandbox sets
+// it) and, when under 64 KiB, in GITLEASE_DISPATCH too.
+func itemEnv(f queue.Fence, dispatch json.RawMessage, meta webhook.ItemMeta, prov *queue.Provisioning) []string {
+	v := map[string]string{
+		"GITLEASE_ENTRY_ID":    f.QueueLease.EntryID,
+		"GITLEASE_WORKFLOW_ID": f.WorkflowID,
+	}
+	if len(dispatch) < maxDispatchEnv {
+		v["GITLEASE_DISPATCH"] = string(dispatch)
+	}
+	if s := f.Subject; s != nil {
+		v["GITLEASE_QUALIFIED_ID"] = s.QualifiedID
+		v["GITLEASE_GENERATION"] = strconv.FormatUint(s.Generation, 10)
+	}
+	v["GITLEASE_REPOSITORY"] = meta.Repository
+	if r := f.Repository; r != nil {
+		v["GITLEASE_REPOSITORY"] = r.Repository
+		v["GITLEASE_BASE_REF"] = r.BaseRef
+		v["GITLEASE_HEAD_REF"] = r.HeadRef
+	}
+	if meta.InstallationID > 0 {
+		v["GITLEASE_INSTALLATION_ID"] = strconv.FormatInt(meta.InstallationID, 10)
+	}
+	if meta.Kind == webhook.KindPullRequest && meta.Number > 0 {
+		// The subject is the pull request itself.
+		v["GITLEASE_HEAD_SHA"] = meta.HeadSHA
+		v["GITLEASE_PR_NUMBER"] = strconv.Itoa(meta.Number)
+		v["GITLEASE_PR_URL"] = meta.HTMLURL
+	}
+	if prov != nil {
+		if prov.HeadSHA != "" {
+			v["GITLEASE_HEAD_SHA"] = prov.HeadSHA
+		}
+		if prov.PullRequestNumber > 0 {
+			v["GITLEASE_PR_NUMBER"] = strconv.Itoa(prov.PullRequestNumber)
+			v["GITLEASE_PR_URL"] = prov.PullRequestURL
+		}
+	}
+	names := []string{
+		"GITLEASE_ENTRY_ID", "GITLEASE_QUALIFIED_ID", "GITLEASE_GENERATION", "GITLEASE_WORKFLOW_ID",
+		"GITLEASE_REPOSITORY", "GITLEASE_BASE_REF", "GITLEASE_HEAD_REF", "GITLEASE_HEAD_SHA",
+		"GITLEASE_PR_NUMBER", "GITLEASE_PR_URL", "GITLEASE_INSTALLATION_ID",
+	}
+	env := make([]string, 0, len(names)+1)
+	for _, n := range names {
+		env = append(env, n+"="+v[n]) // always set, empty when unknown
+	}
+	if d, ok := v["GITLEASE_DISPATCH"]; ok {
+		env = append(env, "GITLEASE_DISPATCH="+d)
+	}
+	return env
 }

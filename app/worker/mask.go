@@ -3,6 +3,7 @@ package worker
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // minMasked is the shortest value masked: shorter ones ("1", "true")
@@ -68,4 +69,49 @@ func passedValues(base, pass []string) []string {
 		}
 	}
 	return out
+}
+
+// tailBuffer keeps the end of a command's combined output, of which only
+// the last max bytes go into the check run, masked: it holds the longest
+// secret's length more, so a secret cut by the kept window's start is
+// masked whole before the cut.
+type tailBuffer struct {
+	mu      sync.Mutex
+	max     int
+	mask    *masker
+	buf     []byte
+	dropped bool
+}
+
+func newTailBuffer(max int, m *masker) *tailBuffer {
+	return &tailBuffer{max: max, mask: m}
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max - t.mask.longest(); over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.dropped = true
+	}
+	return len(p), nil
+}
+
+// String is the tail as text Postgres and GitHub accept: masked, valid
+// UTF-8, no NUL bytes, and, when earlier output was dropped, starting at a
+// line.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	s := t.mask.apply(string(t.buf))
+	dropped := t.dropped
+	t.mu.Unlock()
+	if over := len(s) - t.max; over > 0 {
+		s, dropped = s[over:], true
+	}
+	if i := strings.IndexByte(s, '\n'); dropped && i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, ""), "\x00", "")
+	return strings.TrimRight(s, "\n")
 }

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,105 +52,6 @@ const (
 	// reasonLeaseLostPrefix starts the reason of a job that lost its lease.
 	reasonLeaseLostPrefix = "lease lost: "
 )
-
-// itemEnv lists the GITLEASE_* variables describing a leased item: the
-// dispatch is in the file GITLEASE_DISPATCH_FILE names (the sandbox sets
-// it) and, when under 64 KiB, in GITLEASE_DISPATCH too.
-func itemEnv(f queue.Fence, dispatch json.RawMessage, meta webhook.ItemMeta, prov *queue.Provisioning) []string {
-	v := map[string]string{
-		"GITLEASE_ENTRY_ID":    f.QueueLease.EntryID,
-		"GITLEASE_WORKFLOW_ID": f.WorkflowID,
-	}
-	if len(dispatch) < maxDispatchEnv {
-		v["GITLEASE_DISPATCH"] = string(dispatch)
-	}
-	if s := f.Subject; s != nil {
-		v["GITLEASE_QUALIFIED_ID"] = s.QualifiedID
-		v["GITLEASE_GENERATION"] = strconv.FormatUint(s.Generation, 10)
-	}
-	v["GITLEASE_REPOSITORY"] = meta.Repository
-	if r := f.Repository; r != nil {
-		v["GITLEASE_REPOSITORY"] = r.Repository
-		v["GITLEASE_BASE_REF"] = r.BaseRef
-		v["GITLEASE_HEAD_REF"] = r.HeadRef
-	}
-	if meta.InstallationID > 0 {
-		v["GITLEASE_INSTALLATION_ID"] = strconv.FormatInt(meta.InstallationID, 10)
-	}
-	if meta.Kind == webhook.KindPullRequest && meta.Number > 0 {
-		// The subject is the pull request itself.
-		v["GITLEASE_HEAD_SHA"] = meta.HeadSHA
-		v["GITLEASE_PR_NUMBER"] = strconv.Itoa(meta.Number)
-		v["GITLEASE_PR_URL"] = meta.HTMLURL
-	}
-	if prov != nil {
-		if prov.HeadSHA != "" {
-			v["GITLEASE_HEAD_SHA"] = prov.HeadSHA
-		}
-		if prov.PullRequestNumber > 0 {
-			v["GITLEASE_PR_NUMBER"] = strconv.Itoa(prov.PullRequestNumber)
-			v["GITLEASE_PR_URL"] = prov.PullRequestURL
-		}
-	}
-	names := []string{
-		"GITLEASE_ENTRY_ID", "GITLEASE_QUALIFIED_ID", "GITLEASE_GENERATION", "GITLEASE_WORKFLOW_ID",
-		"GITLEASE_REPOSITORY", "GITLEASE_BASE_REF", "GITLEASE_HEAD_REF", "GITLEASE_HEAD_SHA",
-		"GITLEASE_PR_NUMBER", "GITLEASE_PR_URL", "GITLEASE_INSTALLATION_ID",
-	}
-	env := make([]string, 0, len(names)+1)
-	for _, n := range names {
-		env = append(env, n+"="+v[n]) // always set, empty when unknown
-	}
-	if d, ok := v["GITLEASE_DISPATCH"]; ok {
-		env = append(env, "GITLEASE_DISPATCH="+d)
-	}
-	return env
-}
-
-// tailBuffer keeps the end of a command's combined output, of which only
-// the last max bytes go into the check run, masked: it holds the longest
-// secret's length more, so a secret cut by the kept window's start is
-// masked whole before the cut.
-type tailBuffer struct {
-	mu      sync.Mutex
-	max     int
-	mask    *masker
-	buf     []byte
-	dropped bool
-}
-
-func newTailBuffer(max int, m *masker) *tailBuffer {
-	return &tailBuffer{max: max, mask: m}
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max - t.mask.longest(); over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-		t.dropped = true
-	}
-	return len(p), nil
-}
-
-// String is the tail as text Postgres and GitHub accept: masked, valid
-// UTF-8, no NUL bytes, and, when earlier output was dropped, starting at a
-// line.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	s := t.mask.apply(string(t.buf))
-	dropped := t.dropped
-	t.mu.Unlock()
-	if over := len(s) - t.max; over > 0 {
-		s, dropped = s[over:], true
-	}
-	if i := strings.IndexByte(s, '\n'); dropped && i >= 0 && i < len(s)-1 {
-		s = s[i+1:]
-	}
-	s = strings.ReplaceAll(strings.ToValidUTF8(s, ""), "\x00", "")
-	return strings.TrimRight(s, "\n")
-}
 
 // errShutdown is why a job stopped its command when the worker stopped
 // and the grace period ran out.
