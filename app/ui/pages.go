@@ -98,7 +98,7 @@ func clientAddr(r *http.Request) string {
 // cleared.
 func (u *UI) logout(c echo.Context) error {
 	s := sess(c)
-	if err := u.q.UISignOut(c.Request().Context(), u.pool, dbq.UISignOutParams{Nonce: s.Nonce, ExpiresAt: s.Expires, Now: u.cfg.Now()}); err != nil {
+	if err := u.q.UISignOut(c.Request().Context(), u.pool, dbq.UISignOutParams{Nonce: s.Nonce, ExpiresAt: s.Expires}); err != nil {
 		return u.failErr(c, "signing out", err)
 	}
 	c.SetCookie(u.cookie(c, "", time.Unix(0, 0)))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gitlease/gitlease/app/service"
+	"github.com/gitlease/gitlease/app/ui"
 
 	"github.com/gitlease/gitlease/app/github"
 	"github.com/gitlease/gitlease/app/outbox"
@@ -226,6 +227,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready func(addr
 	}{
 		{"delivery pruner", webhook.NewPruner(pool, prune.Config{Retention: cfg.DeliveryRetention}, logger)},
 		{"outbox pruner", outbox.NewPruner(pool, prune.Config{}, logger)},
+		{"dashboard sign-out pruner", ui.NewSignOutPruner(pool, logger)},
+		{"dashboard failed sign-in pruner", ui.NewLoginFailurePruner(pool, logger)},
 	} {
 		services.Add(service.Of(p.name, &service.Periodic{Name: p.name, Interval: p.Interval(), Run: p.Run, Logger: logger}))
 	}

@@ -29,15 +29,6 @@ func (q *Queries) UILoginBlockedUntil(ctx context.Context, db DBTX, arg UILoginB
 }
 
 const uILoginFailed = `-- name: UILoginFailed :one
-WITH pruned AS (
-    DELETE FROM ui_login_failures
-    WHERE client IN (
-        SELECT o.client FROM ui_login_failures o
-        WHERE o.window_start <= $5::timestamptz
-          AND (o.blocked_until IS NULL OR o.blocked_until <= $2::timestamptz)
-          AND o.client <> $1
-        ORDER BY o.window_start LIMIT 100)
-)
 INSERT INTO ui_login_failures AS f (client, window_start, failures, blocked_until)
 VALUES ($1, $2::timestamptz, 1,
         CASE WHEN $3::integer <= 1 THEN $4::timestamptz END)
@@ -64,9 +55,9 @@ type UILoginFailedParams struct {
 
 // Counts a failed sign-in of client at now in its window, which started
 // after window_since (else a new window starts now), and at the
-// limit_count-th failure of a window blocks the client until block_until.
-// It deletes a batch of other clients' rows whose window and block are
-// both over, and returns the client's block, if any.
+// limit_count-th failure of a window blocks the client until block_until,
+// and returns the client's block, if any (UILoginFailuresPrune deletes rows
+// whose window and block are both over).
 func (q *Queries) UILoginFailed(ctx context.Context, db DBTX, arg UILoginFailedParams) (*time.Time, error) {
 	row := db.QueryRow(ctx, uILoginFailed,
 		arg.Client,
@@ -80,12 +71,33 @@ func (q *Queries) UILoginFailed(ctx context.Context, db DBTX, arg UILoginFailedP
 	return blocked_until, err
 }
 
+const uILoginFailuresPrune = `-- name: UILoginFailuresPrune :execrows
+DELETE FROM ui_login_failures
+WHERE client IN (
+    SELECT client FROM ui_login_failures
+    WHERE window_start < $1::timestamptz
+      AND (blocked_until IS NULL OR blocked_until < $1::timestamptz)
+    ORDER BY window_start LIMIT $2
+)
+`
+
+type UILoginFailuresPruneParams struct {
+	Before time.Time
+	Batch  int32
+}
+
+// Deletes a batch of failed-sign-in rows whose window started and whose
+// block (if any) ended before before.
+func (q *Queries) UILoginFailuresPrune(ctx context.Context, db DBTX, arg UILoginFailuresPruneParams) (int64, error) {
+	result, err := db.Exec(ctx, uILoginFailuresPrune, arg.Before, arg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const uISignOut = `-- name: UISignOut :exec
 
-WITH pruned AS (
-    DELETE FROM ui_signed_out
-    WHERE nonce IN (SELECT o.nonce FROM ui_signed_out o WHERE o.expires_at < $3::timestamptz ORDER BY o.expires_at LIMIT 100)
-)
 INSERT INTO ui_signed_out (nonce, expires_at) VALUES ($1, $2)
 ON CONFLICT (nonce) DO NOTHING
 `
@@ -93,15 +105,14 @@ ON CONFLICT (nonce) DO NOTHING
 type UISignOutParams struct {
 	Nonce     string
 	ExpiresAt time.Time
-	Now       time.Time
 }
 
 // The dashboard's own session state (app/ui writes these tables; see
 // migration 00019).
-// Records a signed-out session until its cookie expires, and deletes a
-// batch of records whose cookies have expired.
+// Records a signed-out session until its cookie expires (UISignedOutPrune
+// deletes it after).
 func (q *Queries) UISignOut(ctx context.Context, db DBTX, arg UISignOutParams) error {
-	_, err := db.Exec(ctx, uISignOut, arg.Nonce, arg.ExpiresAt, arg.Now)
+	_, err := db.Exec(ctx, uISignOut, arg.Nonce, arg.ExpiresAt)
 	return err
 }
 
@@ -115,4 +126,25 @@ func (q *Queries) UISignedOut(ctx context.Context, db DBTX, nonce string) (bool,
 	var signed_out bool
 	err := row.Scan(&signed_out)
 	return signed_out, err
+}
+
+const uISignedOutPrune = `-- name: UISignedOutPrune :execrows
+DELETE FROM ui_signed_out
+WHERE nonce IN (
+    SELECT nonce FROM ui_signed_out WHERE expires_at < $1::timestamptz ORDER BY expires_at LIMIT $2
+)
+`
+
+type UISignedOutPruneParams struct {
+	Before time.Time
+	Batch  int32
+}
+
+// Deletes a batch of sign-out records whose cookies expired before before.
+func (q *Queries) UISignedOutPrune(ctx context.Context, db DBTX, arg UISignedOutPruneParams) (int64, error) {
+	result, err := db.Exec(ctx, uISignedOutPrune, arg.Before, arg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

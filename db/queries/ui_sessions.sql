@@ -2,12 +2,8 @@
 -- migration 00019).
 
 -- name: UISignOut :exec
--- Records a signed-out session until its cookie expires, and deletes a
--- batch of records whose cookies have expired.
-WITH pruned AS (
-    DELETE FROM ui_signed_out
-    WHERE nonce IN (SELECT o.nonce FROM ui_signed_out o WHERE o.expires_at < sqlc.arg(now)::timestamptz ORDER BY o.expires_at LIMIT 100)
-)
+-- Records a signed-out session until its cookie expires (UISignedOutPrune
+-- deletes it after).
 INSERT INTO ui_signed_out (nonce, expires_at) VALUES (sqlc.arg(nonce), sqlc.arg(expires_at))
 ON CONFLICT (nonce) DO NOTHING;
 
@@ -23,18 +19,9 @@ WHERE client = sqlc.arg(client) AND blocked_until > sqlc.arg(now)::timestamptz;
 -- name: UILoginFailed :one
 -- Counts a failed sign-in of client at now in its window, which started
 -- after window_since (else a new window starts now), and at the
--- limit_count-th failure of a window blocks the client until block_until.
--- It deletes a batch of other clients' rows whose window and block are
--- both over, and returns the client's block, if any.
-WITH pruned AS (
-    DELETE FROM ui_login_failures
-    WHERE client IN (
-        SELECT o.client FROM ui_login_failures o
-        WHERE o.window_start <= sqlc.arg(window_since)::timestamptz
-          AND (o.blocked_until IS NULL OR o.blocked_until <= sqlc.arg(now)::timestamptz)
-          AND o.client <> sqlc.arg(client)
-        ORDER BY o.window_start LIMIT 100)
-)
+-- limit_count-th failure of a window blocks the client until block_until,
+-- and returns the client's block, if any (UILoginFailuresPrune deletes rows
+-- whose window and block are both over).
 INSERT INTO ui_login_failures AS f (client, window_start, failures, blocked_until)
 VALUES (sqlc.arg(client), sqlc.arg(now)::timestamptz, 1,
         CASE WHEN sqlc.arg(limit_count)::integer <= 1 THEN sqlc.arg(block_until)::timestamptz END)
@@ -49,3 +36,21 @@ ON CONFLICT (client) DO UPDATE SET
         THEN sqlc.arg(block_until)::timestamptz
         ELSE f.blocked_until END
 RETURNING f.blocked_until;
+
+-- name: UISignedOutPrune :execrows
+-- Deletes a batch of sign-out records whose cookies expired before before.
+DELETE FROM ui_signed_out
+WHERE nonce IN (
+    SELECT nonce FROM ui_signed_out WHERE expires_at < @before::timestamptz ORDER BY expires_at LIMIT @batch
+);
+
+-- name: UILoginFailuresPrune :execrows
+-- Deletes a batch of failed-sign-in rows whose window started and whose
+-- block (if any) ended before before.
+DELETE FROM ui_login_failures
+WHERE client IN (
+    SELECT client FROM ui_login_failures
+    WHERE window_start < @before::timestamptz
+      AND (blocked_until IS NULL OR blocked_until < @before::timestamptz)
+    ORDER BY window_start LIMIT @batch
+);
