@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gitlease/gitlease/db/dbq"
@@ -356,5 +357,77 @@ func TestFloodDoesNotDelayAnotherInstallationUnderConcurrentLeases(t *testing.T)
 	}
 	if leasedBy != 1 {
 		t.Fatalf("installation 2's item was leased %d times, want once", leasedBy)
+	}
+}
+
+// TestEnqueuesRacingDrainsStrandNothing races enqueuers (groups of
+// deliveries committed together, as the intake sends them, and single
+// enqueues) against leasers that drain installations and mark them idle: an
+// item committed while its installation is being marked idle must still be
+// leased. Every item enqueued is leased exactly once.
+func TestEnqueuesRacingDrainsStrandNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool, _ := newStore(t)
+	const enqueuers, leasers, rounds, installations = 3, 3, 40, 3
+	params := func(i, r, k int) queue.EnqueueParams {
+		inst := 1 + (r+k)%installations
+		d := dispatch("github_issue", fmt.Sprintf("inst%d/r#%d-%d-%d", inst, i, r, k))
+		d.Subject.Metadata = json.RawMessage(fmt.Sprintf(`{"installation_id":%d,"repository":"inst%d/r"}`, inst, inst))
+		return queue.EnqueueParams{Dispatch: d, FromGitHub: true, IdempotencyKey: fmt.Sprintf("d-%d-%d-%d", i, r, k),
+			Reservation: &queue.Reservation{Repository: fmt.Sprintf("inst%d/r", inst), BaseRef: "refs/heads/main",
+				HeadRef: fmt.Sprintf("refs/heads/gitlease/%d-%d-%d", i, r, k)}}
+	}
+	var enqueued, leased atomic.Int64
+	var done atomic.Int32
+	drain := func(st *queue.Store, owner string) int {
+		got := mustLease(t, st, owner, 5)
+		for _, fe := range got {
+			if r, err := st.Complete(ctx, queue.CompleteParams{Execution: fe.Execution, Status: queue.StatusCompleted}); err != nil || r.Outcome != queue.OutcomeApplied {
+				t.Errorf("complete: %+v %v", r, err)
+			}
+		}
+		leased.Add(int64(len(got)))
+		return len(got)
+	}
+	run(enqueuers+leasers, func(i int) {
+		if i >= enqueuers {
+			for n := 0; done.Load() < enqueuers; n++ {
+				drain(s, fmt.Sprintf("w%d-%d", i, n))
+			}
+			return
+		}
+		defer done.Add(1)
+		for r := range rounds {
+			if r%2 == 0 {
+				enqueued.Add(1)
+				if _, err := s.Enqueue(ctx, params(i, r, 0)); err != nil {
+					t.Error(err)
+				}
+				continue
+			}
+			group := []queue.EnqueueParams{params(i, r, 0), params(i, r, 1), params(i, r, 2)}
+			err := s.InTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+				answers, err := s.EnqueueGroupTx(ctx, tx, group)
+				for _, a := range answers {
+					if a.Err != nil {
+						t.Error(a.Err)
+					}
+				}
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			enqueued.Add(int64(len(group)))
+		}
+	})
+	for n := 0; drain(s, fmt.Sprintf("last-%d", n)) > 0; n++ {
+	}
+	if got, want := leased.Load(), enqueued.Load(); got != want {
+		t.Fatalf("leased %d items, enqueued %d", got, want)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM work_items WHERE status <> 'completed'`); n != 0 {
+		t.Fatalf("%d items not completed", n)
 	}
 }
