@@ -1,5 +1,5 @@
-// Command queuebench compares gitlease's durable queue with River
-// (github.com/riverqueue/river, riverpgxv5 driver, unique jobs) on the same
+// Package main, the queuebench command, compares gitlease's durable queue
+// with River (github.com/riverqueue/river, riverpgxv5 driver, unique jobs) on the same
 // PostgreSQL server in one run:
 //
 //   - unique enqueue: N jobs, each with its own uniqueness key, inserted from

@@ -1,5 +1,6 @@
-// Command withpg runs a command with DATABASE_URL exported, pointing at a
-// PostgreSQL server the tests may create and drop databases on.
+// Package main, the withpg command, runs a command with DATABASE_URL
+// exported, pointing at a PostgreSQL server the tests may create and drop
+// databases on.
 // scripts/with-postgres builds and runs it; `make test` goes through that
 // script. In order of preference:
 //
