@@ -108,6 +108,9 @@ func (s *Store) Lease(ctx context.Context, p LeaseParams) (_ LeaseResult, err er
 				insts = append(insts, c.installation)
 			}
 		}
+		if err := s.q.WorkItemLeaseGenericPlans(ctx, tx); err != nil {
+			return fmt.Errorf("lease work items: %w", err)
+		}
 		rows, err := s.q.WorkItemLeaseMany(ctx, tx, dbq.WorkItemLeaseManyParams{
 			OwnerID: owner, ExpiresAt: now.Add(s.cfg.LeaseTTL), Now: now, Ids: ids, WorkflowIds: wfids, InstallationIds: insts,
 		})

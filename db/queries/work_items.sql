@@ -57,6 +57,14 @@ UPDATE work_items SET subject_generation = @subject_generation, subject_id = can
 WHERE id = @id AND subject_generation IS NULL
 RETURNING *;
 
+-- name: WorkItemLeaseGenericPlans :exec
+-- Makes the rest of the lease's transaction run generic plans. The generic
+-- plan of WorkItemLeaseMany (a primary-key probe per id) is the plan the
+-- custom plans find too, but on a large table (1,000,000 rows) the plan
+-- cache prices it above them and plans the statement again on every call:
+-- 0.6 ms of planning for a 1.3 ms statement (docs/BENCHMARKS.md).
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
+
 -- name: WorkItemLeaseMany :many
 -- Hands out the locked candidates: one lease generation up, a new expiry.
 -- Their installations (@installation_ids, in turn order) are marked served
