@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -73,12 +74,22 @@ func (o *otlpReceiver) all() []*tracepb.Span {
 }
 
 func intAttr(s *tracepb.Span, key string) int64 {
+	return attr(s, key).GetIntValue()
+}
+
+func strAttr(s *tracepb.Span, key string) string {
+	return attr(s, key).GetStringValue()
+}
+
+// attr returns the value of s's attribute key, nil (whose getters give the
+// zero value) when s has none.
+func attr(s *tracepb.Span, key string) *commonpb.AnyValue {
 	for _, a := range s.Attributes {
 		if a.Key == key {
-			return a.GetValue().GetIntValue()
+			return a.GetValue()
 		}
 	}
-	return 0
+	return nil
 }
 
 // TestOneTracePerDelivery runs serve exporting traces to an in-process OTLP
@@ -264,6 +275,20 @@ func testOneTracePerDelivery(t *testing.T, gh *githubtest.Server) {
 	}
 	if rpcSpans != 1 {
 		t.Errorf("%d POST /rpc server spans, want 1", rpcSpans)
+	}
+	// Its call is a child span named by the JSON-RPC method.
+	statsCalls := 0
+	for _, s := range spans {
+		if s.Name == "queue/stats" && strAttr(s, "rpc.method") == "queue/stats" && strAttr(s, "rpc.system") == "jsonrpc" {
+			for _, p := range spans {
+				if p.Name == "POST /rpc" && bytes.Equal(p.SpanId, s.ParentSpanId) {
+					statsCalls++
+				}
+			}
+		}
+	}
+	if statsCalls != 1 {
+		t.Errorf("%d queue/stats spans under POST /rpc, want 1", statsCalls)
 	}
 	for _, name := range recv.service {
 		if name != "gitlease-test" {

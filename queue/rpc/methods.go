@@ -12,6 +12,10 @@ import (
 	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gitlease/gitlease/queue"
 )
 
@@ -121,21 +125,33 @@ func NewHandler(store *queue.Store, version string, logger *slog.Logger) *Handle
 
 // Call runs one queue method. The result is ready to encode; a failure is
 // always an *Error (storage failures are logged and reported as -32603).
+//
+// With a span in ctx (a traced /rpc request), each call of a known method
+// is a child span named by the method, so the calls of a batch show apart;
+// without one it costs a no-op span.
 func (h *Handler) Call(ctx context.Context, method string, params json.RawMessage) (any, *Error) {
 	fn, ok := h.methods[method]
 	if !ok {
 		return nil, errorf(CodeMethodNotFound, "method '%s' not implemented by gitlease", method)
 	}
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, method,
+		trace.WithAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", method)))
+	defer span.End()
 	res, err := fn(ctx, params)
 	if err != nil {
 		e, internal := toError(err)
+		span.SetAttributes(attribute.Int("rpc.jsonrpc.error_code", e.Code))
 		if internal {
+			span.SetStatus(codes.Error, e.Message)
 			h.logger.ErrorContext(ctx, "queue call failed", "method", method, "err", err)
 		}
 		return nil, e
 	}
 	return res, nil
 }
+
+// tracerName names the instrumentation of the calls' spans.
+const tracerName = "github.com/gitlease/gitlease/queue/rpc"
 
 func absent(params json.RawMessage) bool {
 	p := bytes.TrimSpace(params)
