@@ -23,7 +23,7 @@ const baselineTable = `CREATE TABLE IF NOT EXISTS load_baseline (id bigserial pr
 func runBaseline(ctx context.Context, opts Options, gen *generator) (*Stats, error) {
 	cfg, err := pgxpool.ParseConfig(opts.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("--dsn is not a valid PostgreSQL connection string")
+		return nil, fmt.Errorf("DATABASE_URL is not a valid PostgreSQL connection string")
 	}
 	cfg.MaxConns = int32(opts.Concurrency)
 	cfg.MinConns = int32(opts.Concurrency)

@@ -34,7 +34,7 @@ func TestLoadAgainstServe(t *testing.T) {
 
 	// A wrong secret is told apart before any load is sent.
 	var out strings.Builder
-	if _, err := Run(ctx, Options{URL: srv.url, Secret: "wrong", Concurrency: 1, Count: 10}, &out); err == nil || !strings.Contains(err.Error(), "--secret") {
+	if _, err := Run(ctx, Options{URL: srv.url, Secret: "wrong", Concurrency: 1, Count: 10}, &out); err == nil || !strings.Contains(err.Error(), "GITHUB_WEBHOOK_SECRET") {
 		t.Errorf("Run with a wrong secret: %v, want the probe to refuse it", err)
 	}
 

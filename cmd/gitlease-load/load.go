@@ -207,7 +207,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Report, error) {
 			return rep, ErrCheckFailed
 		}
 	} else {
-		fmt.Fprintln(out, "database check skipped: no --dsn")
+		fmt.Fprintln(out, "database check skipped: no DATABASE_URL")
 	}
 	return rep, nil
 }
@@ -251,9 +251,9 @@ func (o *Options) validate() error {
 	case o.Baseline && o.Compare:
 		return errors.New("--baseline and --compare exclude each other (--compare runs the baseline too)")
 	case (o.Baseline || o.Compare) && o.DSN == "":
-		return errors.New("--baseline and --compare need --dsn, the database serve uses")
+		return errors.New("--baseline and --compare need DATABASE_URL, the database serve uses")
 	case o.PGWaits && o.DSN == "":
-		return errors.New("--pg-waits needs --dsn")
+		return errors.New("--pg-waits needs DATABASE_URL")
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
@@ -274,7 +274,7 @@ func (o *Options) validate() error {
 			return err
 		}
 		if o.Secret == "" {
-			return errors.New("--secret (or GITHUB_WEBHOOK_SECRET) is required to sign deliveries")
+			return errors.New("GITHUB_WEBHOOK_SECRET is required to sign deliveries")
 		}
 	}
 	return nil
@@ -380,7 +380,7 @@ func probe(ctx context.Context, client *http.Client, opts Options) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("probe %s: 401: serve does not verify deliveries with this --secret", opts.URL)
+		return fmt.Errorf("probe %s: 401: serve does not verify deliveries with this GITHUB_WEBHOOK_SECRET", opts.URL)
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("probe %s: a signed ping answered %s: %s", opts.URL, resp.Status, bytes.TrimSpace(b))
 	}

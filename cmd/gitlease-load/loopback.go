@@ -41,7 +41,7 @@ func checkLoopbackDSN(dsn string) error {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		// pgconn's message may quote the string, password included.
-		return fmt.Errorf("--dsn is not a valid PostgreSQL connection string")
+		return fmt.Errorf("DATABASE_URL is not a valid PostgreSQL connection string")
 	}
 	hosts := []string{cfg.Host}
 	for _, fb := range cfg.Fallbacks {
@@ -49,7 +49,7 @@ func checkLoopbackDSN(dsn string) error {
 	}
 	for _, h := range hosts {
 		if !strings.HasPrefix(h, "/") && !loopbackHost(h) {
-			return fmt.Errorf("--dsn: host %q refused; gitlease-load connects only to this machine's PostgreSQL (localhost, 127.0.0.0/8, ::1 or a Unix socket)", h)
+			return fmt.Errorf("DATABASE_URL: host %q refused; gitlease-load connects only to this machine's PostgreSQL (localhost, 127.0.0.0/8, ::1 or a Unix socket)", h)
 		}
 	}
 	return nil

@@ -126,12 +126,20 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestRunBadFlags(t *testing.T) {
+	t.Setenv("GITHUB_WEBHOOK_SECRET", "s")
 	var out, errOut strings.Builder
-	if code := run(context.Background(), []string{"--url", "http://example.com/webhook", "--secret", "s", "--count", "1"}, &out, &errOut); code != 2 {
+	if code := run(context.Background(), []string{"--url", "http://example.com/webhook", "--count", "1"}, &out, &errOut); code != 2 {
 		t.Errorf("exit %d, want 2", code)
 	}
 	if !strings.Contains(errOut.String(), "only to this machine") {
 		t.Errorf("stderr %q does not explain the refusal", errOut.String())
+	}
+	// Secrets come from the environment only (SPEC §3): no flag takes one.
+	for _, f := range []string{"--secret", "--dsn"} {
+		errOut.Reset()
+		if code := run(context.Background(), []string{f, "x", "--count", "1"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "not defined") {
+			t.Errorf("%s: exit %d, stderr %q; want it refused as an unknown flag", f, code, errOut.String())
+		}
 	}
 }
 
