@@ -63,7 +63,7 @@ func (g *gitleaseSys) name() string { return "gitlease" }
 func (g *gitleaseSys) close() { g.pool.Close() }
 
 func (g *gitleaseSys) reset(ctx context.Context) error {
-	_, err := g.pool.Exec(ctx, "TRUNCATE work_item_audit, github_items, work_items, subject_generations, lease_installations")
+	_, err := g.pool.Exec(ctx, "TRUNCATE work_item_audit, work_item_endings, github_items, work_items, subject_generations, lease_installations")
 	g.tracer.take()
 	return err
 }
