@@ -5,10 +5,10 @@
 // opened, about 20 KB each, over many subjects, plus a share of
 // redeliveries and of collisions with live subjects) to a running
 // `gitlease serve`, prints throughput, latency percentiles and the answers
-// by status and outcome, and with DATABASE_URL set checks serve's database. --baseline
-// measures the durable-commit floor on the same database instead: one
-// transaction per request inserting the same bytes into a plain table;
-// --compare runs the floor, then the ideal receiver (this tool started again
+// by status and outcome, and with DATABASE_URL set checks serve's
+// database. --baseline measures the durable-commit floor on the same
+// database instead: one transaction per request inserting the same bytes
+// into a plain table; --compare runs the floor, then the ideal receiver (this tool started again
 // as a child: HMAC check and the same one-insert transaction, over HTTP, its
 // CPU read from /proc), then gitlease, and prints gitlease's throughput as a
 // share of the floor and its CPU per delivery against the ideal receiver's.
@@ -17,8 +17,9 @@
 // Usage:
 //
 //	GITHUB_WEBHOOK_SECRET=S DATABASE_URL=URL gitlease-load \
-//	    [--url http://127.0.0.1:8080/webhook] [--concurrency 16] (--count N | --duration D) [--replay 0.05] \
-//	    [--collide 0.05] [--rate R] [--seed N] [--pid PID] [--pg-waits] \
+//	    [--url http://127.0.0.1:8080/webhook] [--concurrency 16] \
+//	    (--count N | --duration D) [--replay 0.05] [--collide 0.05] \
+//	    [--rate R] [--seed N] [--pid PID] [--pg-waits] \
 //	    [--baseline | --compare]
 //
 // The secret (the first of GITHUB_WEBHOOK_SECRET, as for `gitlease
