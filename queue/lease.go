@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gitlease/gitlease/db/dbq"
+	"github.com/gitlease/gitlease/db/pgtx"
 )
 
 // LeaseParams asks for up to Max due pending items (QueueLeaseV2Request).
@@ -108,7 +109,8 @@ func (s *Store) Lease(ctx context.Context, p LeaseParams) (_ LeaseResult, err er
 				insts = append(insts, c.installation)
 			}
 		}
-		if err := s.q.WorkItemLeaseGenericPlans(ctx, tx); err != nil {
+		// The setting travels with the hand-out: no round trip of its own.
+		if err := s.q.WorkItemLeaseGenericPlans(ctx, pgtx.WithNext(tx)); err != nil {
 			return fmt.Errorf("lease work items: %w", err)
 		}
 		rows, err := s.q.WorkItemLeaseMany(ctx, tx, dbq.WorkItemLeaseManyParams{

@@ -1,8 +1,8 @@
 // Package pgtx runs a PostgreSQL transaction whose BEGIN travels with its
-// first statement, and whose chosen statements travel with its COMMIT
-// (pgx batches: one write and one round trip each), so a short
-// transaction — a webhook delivery's: BEGIN + item insert, delivery insert +
-// COMMIT — costs two round trips instead of four.
+// first statement, and whose chosen statements travel with the statement
+// after them or with its COMMIT (pgx batches: one write and one round trip
+// each), so a short transaction — a webhook delivery's: BEGIN + item
+// insert, delivery insert + COMMIT — costs two round trips instead of four.
 package pgtx
 
 import (
@@ -28,13 +28,15 @@ type lazyTx struct {
 	conn     *pgx.Conn
 	tx       pgx.Tx // nil until begun
 	closed   bool
+	withNext []*pgx.QueuedQuery // statements sent with the next one (WithNext)
 	atCommit []*pgx.QueuedQuery // statements sent with COMMIT (AtCommit)
 }
 
 var _ pgx.Tx = (*lazyTx)(nil)
 
 // begun returns the transaction, beginning it on its own if no statement
-// has begun it yet (for the methods that cannot carry BEGIN along).
+// has begun it yet and sending the statements queued with WithNext (for
+// the methods that cannot carry them along).
 func (tx *lazyTx) begun(ctx context.Context) (pgx.Tx, error) {
 	if tx.closed {
 		return nil, pgx.ErrTxClosed
@@ -46,20 +48,46 @@ func (tx *lazyTx) begun(ctx context.Context) (pgx.Tx, error) {
 		}
 		tx.tx = t
 	}
+	if len(tx.withNext) > 0 {
+		queued := tx.withNext
+		tx.withNext = nil
+		if err := tx.tx.SendBatch(ctx, &pgx.Batch{QueuedQueries: queued}).Close(); err != nil {
+			return nil, err
+		}
+	}
 	return tx.tx, nil
 }
 
-// batch begins the transaction in one batch with sql; the caller reads
-// sql's result and closes the batch.
+// direct reports whether a statement can go to pgx's transaction as it
+// is: the transaction has begun and no statement waits to go with it.
+func (tx *lazyTx) direct() bool { return tx.tx != nil && len(tx.withNext) == 0 }
+
+// batch sends sql in one batch after what must go first: BEGIN, if the
+// transaction has not begun, and the statements queued with WithNext. A
+// failure of one of those is the error. The caller reads sql's result and
+// closes the batch.
 func (tx *lazyTx) batch(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
+	var br pgx.BatchResults
+	begin := tx.tx == nil
+	if begin {
+		b.BeginTx(pgx.TxOptions{})
+	}
+	b.QueuedQueries = append(b.QueuedQueries, tx.withNext...)
 	b.Queue(sql, args...)
-	br := tx.conn.SendBatch(ctx, b)
-	tx.tx = br.Tx()
-	if _, err := br.Exec(); err != nil { // BEGIN's result
-		_ = br.Close()
-		return nil, err
+	ahead := len(b.QueuedQueries) - 1
+	tx.withNext = nil
+	if begin {
+		br = tx.conn.SendBatch(ctx, b)
+		tx.tx = br.Tx()
+	} else {
+		br = tx.tx.SendBatch(ctx, b)
+	}
+	for range ahead { // BEGIN's result, and those of the statements queued
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
 	}
 	return br, nil
 }
@@ -78,7 +106,7 @@ func (tx *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	if tx.closed {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	if tx.tx != nil {
+	if tx.direct() {
 		return tx.tx.Exec(ctx, sql, args...)
 	}
 	br, err := tx.batch(ctx, sql, args)
@@ -97,7 +125,7 @@ func (tx *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	if tx.closed {
 		return nil, pgx.ErrTxClosed
 	}
-	if tx.tx != nil {
+	if tx.direct() {
 		return tx.tx.Query(ctx, sql, args...)
 	}
 	br, err := tx.batch(ctx, sql, args)
@@ -114,7 +142,7 @@ func (tx *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 
 // QueryRow implements pgx.Tx.
 func (tx *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !tx.closed && tx.tx != nil {
+	if !tx.closed && tx.direct() {
 		return tx.tx.QueryRow(ctx, sql, args...)
 	}
 	rows, err := tx.Query(ctx, sql, args...)
@@ -124,13 +152,16 @@ func (tx *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	return pgxRow{rows}
 }
 
-// Commit implements pgx.Tx. The statements queued with AtCommit go in one
-// batch with COMMIT: if one fails, the transaction is rolled back and
-// Commit returns that statement's error.
+// Commit implements pgx.Tx. The statements still queued with WithNext,
+// then those queued with AtCommit, go in one batch with COMMIT: if one
+// fails, the transaction is rolled back and Commit returns that statement's
+// error.
 func (tx *lazyTx) Commit(ctx context.Context) error {
 	if tx.closed {
 		return pgx.ErrTxClosed
 	}
+	tx.atCommit = append(tx.withNext, tx.atCommit...)
+	tx.withNext = nil
 	if len(tx.atCommit) == 0 {
 		tx.closed = true
 		if tx.tx == nil {
@@ -193,6 +224,30 @@ func AtCommit(tx pgx.Tx) dbq.DBTX {
 }
 
 type atCommitTx struct{ *lazyTx }
+
+// WithNext returns tx for a statement that only prepares the transaction's
+// next one (a setting for its plan, say): Exec on it queues the statement,
+// which goes to the database in one batch with the next statement tx runs
+// (or with COMMIT) when tx is a Run transaction; its failure is the error
+// of the call that sends it. Any other tx executes the statement at once.
+// Query and QueryRow are not deferred.
+func WithNext(tx pgx.Tx) dbq.DBTX {
+	if l, ok := tx.(*lazyTx); ok {
+		return withNextTx{l}
+	}
+	return tx
+}
+
+type withNextTx struct{ *lazyTx }
+
+// Exec queues the statement for the next one and reports nothing yet.
+func (w withNextTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if w.closed {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	w.withNext = append(w.withNext, &pgx.QueuedQuery{SQL: sql, Arguments: args})
+	return pgconn.CommandTag{}, nil
+}
 
 // Exec queues the statement for the commit and reports nothing yet.
 func (a atCommitTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

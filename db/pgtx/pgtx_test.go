@@ -125,3 +125,81 @@ func TestRunBeginsWithTheFirstStatement(t *testing.T) {
 		t.Errorf("%d connections still acquired", st.AcquiredConns())
 	}
 }
+
+// TestWithNextGoesFirst: a statement queued with WithNext runs in the
+// transaction right before the next statement, whichever way that one is
+// sent (the first statement, a later one, a savepoint, COMMIT), so a local
+// setting it makes holds for that statement; its failure is that call's
+// error and rolls the transaction back.
+func TestWithNextGoesFirst(t *testing.T) {
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE with_next_probe (k int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	set := func(ctx context.Context, tx pgx.Tx, v string) {
+		t.Helper()
+		if _, err := WithNext(tx).Exec(ctx, `SELECT set_config('gitlease.probe', $1, true)`, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setting := func(ctx context.Context, q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) (v string) {
+		t.Helper()
+		if err := q.QueryRow(ctx, `SELECT current_setting('gitlease.probe', true)`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	err := Run(ctx, pool, func(tx pgx.Tx) error {
+		set(ctx, tx, "first")
+		if v := setting(ctx, tx); v != "first" {
+			t.Errorf("as the first statement's: setting %q, want first", v)
+		}
+		set(ctx, tx, "later")
+		if v := setting(ctx, tx); v != "later" {
+			t.Errorf("before a later statement: setting %q, want later", v)
+		}
+		set(ctx, tx, "savepoint")
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if v := setting(ctx, sp); v != "savepoint" {
+			t.Errorf("before a savepoint: setting %q, want savepoint", v)
+		}
+		return sp.Commit(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Queued last, it goes with COMMIT; queued first, with the first statement.
+	if err := Run(ctx, pool, func(tx pgx.Tx) error {
+		_, err := WithNext(tx).Exec(ctx, `INSERT INTO with_next_probe VALUES (1)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = Run(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := WithNext(tx).Exec(ctx, `INSERT INTO with_next_probe VALUES (1)`); err != nil {
+			t.Fatal("queueing reported an error before sending")
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO with_next_probe VALUES (2)`)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Fatalf("a failing queued statement: %v, want its unique violation", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM with_next_probe`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("after the failed transaction: %d rows (%v), want the one committed", n, err)
+	}
+	if v := setting(ctx, pool); v != "" {
+		t.Errorf("a local setting outlived its transaction: %q", v)
+	}
+	if st := pool.Stat(); st.AcquiredConns() != 0 {
+		t.Errorf("%d connections still acquired", st.AcquiredConns())
+	}
+}
