@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrNotFound is returned by Store methods that look an item up by ID when no
@@ -17,6 +18,15 @@ func (e *InvalidError) Error() string { return e.Msg }
 
 func invalidf(format string, args ...any) error {
 	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// JSONErrorText returns the message of an encoding/json error as an
+// InvalidError quotes it: without encoding/json's "json: ".
+func JSONErrorText(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // SubjectCollisionError is returned by Enqueue when the subject already has a

@@ -123,7 +123,7 @@ func objectMembers(data []byte) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, errors.New(trimJSONPrefix(err))
+		return nil, errors.New(JSONErrorText(err))
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, errors.New("expected an object, got " + describeJSON(data))
@@ -132,17 +132,17 @@ func objectMembers(data []byte) ([]member, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, errors.New(trimJSONPrefix(err))
+			return nil, errors.New(JSONErrorText(err))
 		}
 		key, _ := tok.(string) // the decoder guarantees object keys are strings
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, errors.New(trimJSONPrefix(err))
+			return nil, errors.New(JSONErrorText(err))
 		}
 		out = append(out, member{key: key, value: raw})
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, errors.New(trimJSONPrefix(err))
+		return nil, errors.New(JSONErrorText(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("unexpected data after the object")
@@ -242,7 +242,7 @@ func decodeFlat(members []member) (SubjectRef, error) {
 			continue
 		}
 		if err := json.Unmarshal(m.value, dst); err != nil {
-			return SubjectRef{}, errors.New("field `" + m.key + "`: " + trimJSONPrefix(err))
+			return SubjectRef{}, errors.New("field `" + m.key + "`: " + JSONErrorText(err))
 		}
 	}
 	for _, k := range []string{"kind", "id"} {

@@ -133,7 +133,7 @@ func parseTimestampJSON(data []byte) (time.Time, error) {
 	}
 	var s string
 	if err := json.Unmarshal(data, &s); err != nil {
-		return time.Time{}, invalidf("timestamp must be an RFC 3339 string: %s", trimJSONPrefix(err))
+		return time.Time{}, invalidf("timestamp must be an RFC 3339 string: %s", JSONErrorText(err))
 	}
 	t, err := parseRFC3339(s)
 	if err != nil {

@@ -212,7 +212,7 @@ type EnqueueParams struct {
 func (h *Handler) v2Enqueue(ctx context.Context, params json.RawMessage) (any, error) {
 	const m = MethodV2Enqueue
 	var p EnqueueParams
-	if err := queue.DecodeStrict(params, &p, m); err != nil {
+	if err := decodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
 	d, err := decodeDispatch(m, p.SubjectDispatch)
@@ -245,7 +245,7 @@ type LeaseParams struct {
 func (h *Handler) v2Lease(ctx context.Context, params json.RawMessage) (any, error) {
 	const m = MethodV2Lease
 	var p LeaseParams
-	if err := queue.DecodeStrict(params, &p, m); err != nil {
+	if err := decodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
 	if p.Max == nil || p.OwnerID == nil || p.WorkflowIDs == nil || *p.Max > queue.MaxLeaseBatch {
@@ -264,7 +264,7 @@ type RenewParams struct {
 func (h *Handler) v2Renew(ctx context.Context, params json.RawMessage) (any, error) {
 	const m = MethodV2Renew
 	var p RenewParams
-	if err := queue.DecodeStrict(params, &p, m); err != nil {
+	if err := decodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
 	if err := required(m, "execution", p.Execution); err != nil {
@@ -284,7 +284,7 @@ type RecoverParams struct {
 func (h *Handler) v2Recover(ctx context.Context, params json.RawMessage) (any, error) {
 	const m = MethodV2Recover
 	var p RecoverParams
-	if err := queue.DecodeStrict(params, &p, m); err != nil {
+	if err := decodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
 	if err := required(m, "execution", p.Execution); err != nil {
@@ -315,7 +315,7 @@ type NoteCompletionParams struct {
 
 func (h *Handler) v2Completion(ctx context.Context, params json.RawMessage) (any, error) {
 	var p CompletionParams
-	if err := queue.DecodeStrict(params, &p, MethodV2Completion); err != nil {
+	if err := decodeStrict(params, &p, MethodV2Completion); err != nil {
 		return nil, err
 	}
 	return h.complete(ctx, MethodV2Completion, NoteCompletionParams{Execution: p.Execution, Status: p.Status})
@@ -323,7 +323,7 @@ func (h *Handler) v2Completion(ctx context.Context, params json.RawMessage) (any
 
 func (h *Handler) noteCompletion(ctx context.Context, params json.RawMessage) (any, error) {
 	var p NoteCompletionParams
-	if err := queue.DecodeStrict(params, &p, MethodCompletion); err != nil {
+	if err := decodeStrict(params, &p, MethodCompletion); err != nil {
 		return nil, err
 	}
 	return h.complete(ctx, MethodCompletion, p)
@@ -353,7 +353,7 @@ type ReleasePendingParams struct {
 func (h *Handler) v2ReleasePending(ctx context.Context, params json.RawMessage) (any, error) {
 	const m = MethodV2ReleasePending
 	var p ReleasePendingParams
-	if err := queue.DecodeStrict(params, &p, m); err != nil {
+	if err := decodeStrict(params, &p, m); err != nil {
 		return nil, err
 	}
 	if err := required(m, "execution", p.Execution); err != nil {

@@ -1,4 +1,4 @@
-package queue
+package rpc
 
 import (
 	"encoding/json"
@@ -7,14 +7,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gitlease/gitlease/queue"
 )
 
 // leaseParams has the shape of QueueLeaseV2Request.
 type leaseParams struct {
-	Max         uint64   `json:"max"`
-	OwnerID     string   `json:"owner_id"`
-	WorkflowIDs []string `json:"workflow_ids"`
-	Exclude     []Fence  `json:"exclude,omitempty"`
+	Max         uint64        `json:"max"`
+	OwnerID     string        `json:"owner_id"`
+	WorkflowIDs []string      `json:"workflow_ids"`
+	Exclude     []queue.Fence `json:"exclude,omitempty"`
 }
 
 const leaseFence = `{"schema":"animus.execution-fence.v1","version":1,"workflow_id":"wf-0001","workflow_generation":1,` +
@@ -25,15 +27,15 @@ const leaseFence = `{"schema":"animus.execution-fence.v1","version":1,"workflow_
 func TestDecodeStrictAccepts(t *testing.T) {
 	var p leaseParams
 	in := `{"max":1,"owner_id":"owner-7f3a","workflow_ids":["w1"],"exclude":[` + leaseFence + `]}`
-	if err := DecodeStrict([]byte(in), &p, "lease"); err != nil {
+	if err := decodeStrict([]byte(in), &p, "lease"); err != nil {
 		t.Fatal(err)
 	}
-	want := leaseParams{Max: 1, OwnerID: "owner-7f3a", WorkflowIDs: []string{"w1"}, Exclude: []Fence{{
-		Schema: FenceSchema, Version: 1, WorkflowID: "wf-0001", WorkflowGeneration: 1,
-		Subject: &SubjectGeneration{QualifiedID: "github_issue:1296269#42", Generation: 1},
-		QueueLease: &LeaseFence{EntryID: "3f6c1d2e-8a4b-4c9d-b1e7-5a2f9c0d7e18", OwnerID: "owner-7f3a", Generation: 1,
-			ExpiresAt: FenceTime{time.Date(2026, 10, 1, 12, 30, 5, 0, time.UTC)}},
-		Repository: &Reservation{Repository: "acme/widgets", BaseRef: "refs/heads/main", HeadRef: "refs/heads/gitlease/issue-42"},
+	want := leaseParams{Max: 1, OwnerID: "owner-7f3a", WorkflowIDs: []string{"w1"}, Exclude: []queue.Fence{{
+		Schema: queue.FenceSchema, Version: 1, WorkflowID: "wf-0001", WorkflowGeneration: 1,
+		Subject: &queue.SubjectGeneration{QualifiedID: "github_issue:1296269#42", Generation: 1},
+		QueueLease: &queue.LeaseFence{EntryID: "3f6c1d2e-8a4b-4c9d-b1e7-5a2f9c0d7e18", OwnerID: "owner-7f3a", Generation: 1,
+			ExpiresAt: queue.FenceTime{Time: time.Date(2026, 10, 1, 12, 30, 5, 0, time.UTC)}},
+		Repository: &queue.Reservation{Repository: "acme/widgets", BaseRef: "refs/heads/main", HeadRef: "refs/heads/gitlease/issue-42"},
 	}}}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got %+v\nwant %+v", p, want)
@@ -81,8 +83,8 @@ func TestDecodeStrictErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var p leaseParams
-			err := DecodeStrict([]byte(tc.in), &p, "lease")
-			var inv *InvalidError
+			err := decodeStrict([]byte(tc.in), &p, "lease")
+			var inv *queue.InvalidError
 			if !errors.As(err, &inv) {
 				t.Fatalf("err = %v (%T), want *InvalidError", err, err)
 			}
@@ -95,7 +97,7 @@ func TestDecodeStrictErrors(t *testing.T) {
 
 func TestDecodeStrictUnknownFieldMessageExact(t *testing.T) {
 	var p leaseParams
-	err := DecodeStrict([]byte(`{"max":1,"owner_id":"owner-7f3a","workflow_ids":["w1"],"surprise":true}`), &p, "queue/v2/lease")
+	err := decodeStrict([]byte(`{"max":1,"owner_id":"owner-7f3a","workflow_ids":["w1"],"surprise":true}`), &p, "queue/v2/lease")
 	const want = "invalid queue/v2/lease params: unknown field `surprise`, expected one of `max`, `owner_id`, `workflow_ids`, `exclude`"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v\nwant %s", err, want)
@@ -106,23 +108,23 @@ func TestDecodeStrictNotStrictInside(t *testing.T) {
 	// RawMessage, values with their own UnmarshalJSON, interfaces and maps
 	// of them are not checked member by member.
 	type params struct {
-		Dispatch json.RawMessage  `json:"subject_dispatch"`
-		Subject  *SubjectRef      `json:"subject,omitempty"`
-		Any      any              `json:"any,omitempty"`
-		Extra    map[string]any   `json:"extra,omitempty"`
-		When     *Timestamp       `json:"when,omitempty"`
-		Counts   map[string]uint8 `json:"counts,omitempty"`
+		Dispatch json.RawMessage   `json:"subject_dispatch"`
+		Subject  *queue.SubjectRef `json:"subject,omitempty"`
+		Any      any               `json:"any,omitempty"`
+		Extra    map[string]any    `json:"extra,omitempty"`
+		When     *queue.Timestamp  `json:"when,omitempty"`
+		Counts   map[string]uint8  `json:"counts,omitempty"`
 	}
 	in := `{"subject_dispatch":{"whatever":[1,{"x":2}],"surprise":true},"subject":{"kind":"k","id":"i","surprise":1},` +
 		`"any":{"z":1},"extra":{"a":{"b":1}},"when":"2026-10-01T12:00:00Z","counts":{"a":1}}`
 	var p params
-	if err := DecodeStrict([]byte(in), &p, "x"); err != nil {
+	if err := decodeStrict([]byte(in), &p, "x"); err != nil {
 		t.Fatal(err)
 	}
 	if string(p.Dispatch) != `{"whatever":[1,{"x":2}],"surprise":true}` || p.Subject.ID != "i" || p.Counts["a"] != 1 {
 		t.Errorf("decoded %+v", p)
 	}
-	err := DecodeStrict([]byte(`{"counts":{"a":256}}`), &p, "x")
+	err := decodeStrict([]byte(`{"counts":{"a":256}}`), &p, "x")
 	if err == nil || err.Error() != "invalid x params: invalid value: integer `256`, expected u8 at `counts.a`" {
 		t.Errorf("map element range: %v", err)
 	}
@@ -130,7 +132,7 @@ func TestDecodeStrictNotStrictInside(t *testing.T) {
 
 func TestDecodeStrictNullIsAbsent(t *testing.T) {
 	p := leaseParams{Max: 3}
-	if err := DecodeStrict([]byte(`{"max":null,"owner_id":null,"workflow_ids":null,"exclude":null}`), &p, "lease"); err != nil {
+	if err := decodeStrict([]byte(`{"max":null,"owner_id":null,"workflow_ids":null,"exclude":null}`), &p, "lease"); err != nil {
 		t.Fatal(err)
 	}
 	if p.Max != 3 {
@@ -150,26 +152,26 @@ func TestDecodeStrictEmbeddedAndTags(t *testing.T) {
 		Plain   string
 	}
 	var o outer
-	if err := DecodeStrict([]byte(`{"a":"x","b":"12","c":true,"Plain":"p"}`), &o, "o"); err != nil {
+	if err := decodeStrict([]byte(`{"a":"x","b":"12","c":true,"Plain":"p"}`), &o, "o"); err != nil {
 		t.Fatal(err)
 	}
 	if o.A != "x" || o.B != 12 || !o.C || o.Plain != "p" {
 		t.Errorf("decoded %+v", o)
 	}
-	err := DecodeStrict([]byte(`{"Skipped":"x"}`), &o, "o")
+	err := decodeStrict([]byte(`{"Skipped":"x"}`), &o, "o")
 	want := "invalid o params: unknown field `Skipped`, expected one of `a`, `b`, `c`, `Plain`"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}
 	var empty struct{}
-	err = DecodeStrict([]byte(`{"x":1}`), &empty, "e")
+	err = decodeStrict([]byte(`{"x":1}`), &empty, "e")
 	if err == nil || err.Error() != "invalid e params: unknown field `x`, there are no fields" {
 		t.Errorf("err = %v", err)
 	}
 	var one struct {
 		Only string `json:"only"`
 	}
-	err = DecodeStrict([]byte(`{"x":1}`), &one, "e")
+	err = decodeStrict([]byte(`{"x":1}`), &one, "e")
 	if err == nil || err.Error() != "invalid e params: unknown field `x`, expected `only`" {
 		t.Errorf("err = %v", err)
 	}
@@ -179,32 +181,32 @@ func TestDecodeStrictBadTarget(t *testing.T) {
 	var n int
 	var nilPtr *leaseParams
 	for _, v := range []any{nil, leaseParams{}, &n, nilPtr} {
-		err := DecodeStrict([]byte(`{}`), v, "x")
-		var inv *InvalidError
+		err := decodeStrict([]byte(`{}`), v, "x")
+		var inv *queue.InvalidError
 		if err == nil || errors.As(err, &inv) {
-			t.Errorf("DecodeStrict into %T: %v, want a plain error", v, err)
+			t.Errorf("decodeStrict into %T: %v, want a plain error", v, err)
 		}
 	}
 }
 
 // fuzzTarget exercises every kind of field the walker distinguishes.
 type fuzzTarget struct {
-	Max      uint64            `json:"max"`
-	Small    uint8             `json:"small,omitempty"`
-	Signed   int32             `json:"signed,omitempty"`
-	Ratio    float64           `json:"ratio,omitempty"`
-	Flag     *bool             `json:"flag,omitempty"`
-	Owner    string            `json:"owner_id"`
-	IDs      []string          `json:"workflow_ids"`
-	Exclude  []Fence           `json:"exclude,omitempty"`
-	Pair     [2]int            `json:"pair,omitempty"`
-	Blob     []byte            `json:"blob,omitempty"`
-	Vars     map[string]string `json:"vars,omitempty"`
-	Raw      json.RawMessage   `json:"raw,omitempty"`
-	Dispatch *SubjectDispatch  `json:"subject_dispatch,omitempty"`
-	Entry    *Entry            `json:"entry,omitempty"`
-	Any      any               `json:"any,omitempty"`
-	Quoted   int64             `json:"quoted,omitempty,string"`
+	Max      uint64                 `json:"max"`
+	Small    uint8                  `json:"small,omitempty"`
+	Signed   int32                  `json:"signed,omitempty"`
+	Ratio    float64                `json:"ratio,omitempty"`
+	Flag     *bool                  `json:"flag,omitempty"`
+	Owner    string                 `json:"owner_id"`
+	IDs      []string               `json:"workflow_ids"`
+	Exclude  []queue.Fence          `json:"exclude,omitempty"`
+	Pair     [2]int                 `json:"pair,omitempty"`
+	Blob     []byte                 `json:"blob,omitempty"`
+	Vars     map[string]string      `json:"vars,omitempty"`
+	Raw      json.RawMessage        `json:"raw,omitempty"`
+	Dispatch *queue.SubjectDispatch `json:"subject_dispatch,omitempty"`
+	Entry    *queue.Entry           `json:"entry,omitempty"`
+	Any      any                    `json:"any,omitempty"`
+	Quoted   int64                  `json:"quoted,omitempty,string"`
 }
 
 func FuzzDecodeStrict(f *testing.F) {
@@ -222,13 +224,13 @@ func FuzzDecodeStrict(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var v fuzzTarget
-		err := DecodeStrict(data, &v, "fuzz")
+		err := decodeStrict(data, &v, "fuzz")
 		if err == nil {
 			return
 		}
-		var inv *InvalidError
+		var inv *queue.InvalidError
 		if !errors.As(err, &inv) {
-			t.Fatalf("error %T is not *InvalidError: %v", err, err)
+			t.Fatalf("error %T is not *queue.InvalidError: %v", err, err)
 		}
 		if !strings.HasPrefix(inv.Msg, "invalid fuzz params: ") {
 			t.Fatalf("message %q lacks the prefix", inv.Msg)

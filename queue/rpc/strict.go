@@ -1,4 +1,4 @@
-package queue
+package rpc
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gitlease/gitlease/queue"
 	"github.com/gitlease/gitlease/queue/canonjson"
 )
 
@@ -19,7 +20,7 @@ import (
 // which fields were expected, so the JSON is first walked against the target
 // type and only then decoded by encoding/json.
 
-// DecodeStrict decodes the JSON object data into v, which must be a non-nil
+// decodeStrict decodes the JSON object data into v, which must be a non-nil
 // pointer to a struct, rejecting any member whose key is not exactly (case
 // included) the JSON name of a field, and any repeated member, in v's struct
 // and every struct nested in it. Values of type json.RawMessage, of types
@@ -28,7 +29,7 @@ import (
 // as they are). JSON null reads as absent. Required fields are not
 // enforced: callers check them.
 //
-// Every failure caused by data is an *InvalidError whose message starts
+// Every failure caused by data is a *queue.InvalidError whose message starts
 // "invalid <what> params: ":
 //
 //   - null or empty data: "missing params";
@@ -45,44 +46,36 @@ import (
 //
 // A v that is not a non-nil pointer to a struct is a programming error,
 // reported as a plain error.
-func DecodeStrict(data []byte, v any, what string) error {
+func decodeStrict(data []byte, v any, what string) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
-		return fmt.Errorf("queue: DecodeStrict needs a non-nil pointer to a struct, got %T", v)
+		return fmt.Errorf("rpc: decodeStrict needs a non-nil pointer to a struct, got %T", v)
 	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || string(data) == "null" {
-		return invalidf("invalid %s params: missing params", what)
+		return invalidParams("invalid %s params: missing params", what)
 	}
 	if !json.Valid(data) {
 		var x any
 		err := json.Unmarshal(data, &x) // only for its description of the fault
-		return invalidf("invalid %s params: malformed JSON: %s", what, trimJSONPrefix(err))
+		return invalidParams("invalid %s params: malformed JSON: %s", what, queue.JSONErrorText(err))
 	}
 	if err := canonjson.CheckText(data); err != nil {
-		return invalidf("invalid %s params: %v", what, err)
+		return invalidParams("invalid %s params: %v", what, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := (strictWalker{dec}).value(rv.Elem().Type(), ""); err != nil {
-		return invalidf("invalid %s params: %v", what, err)
+		return invalidParams("invalid %s params: %v", what, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		var inv *InvalidError
+		var inv *queue.InvalidError
 		if errors.As(err, &inv) {
-			return invalidf("invalid %s params: %s", what, inv.Msg)
+			return invalidParams("invalid %s params: %s", what, inv.Msg)
 		}
-		return invalidf("invalid %s params: %s", what, trimJSONPrefix(err))
+		return invalidParams("invalid %s params: %s", what, queue.JSONErrorText(err))
 	}
 	return nil
-}
-
-// trimJSONPrefix returns err's message without encoding/json's "json: ".
-func trimJSONPrefix(err error) string {
-	if err == nil {
-		return "unknown error"
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // strictWalker checks a syntactically valid JSON text against a Go type.
@@ -116,7 +109,7 @@ func (w strictWalker) value(t reflect.Type, path string) error {
 	}
 	tok, err := w.dec.Token()
 	if err != nil {
-		return errors.New(trimJSONPrefix(err))
+		return errors.New(queue.JSONErrorText(err))
 	}
 	if tok == nil {
 		return nil // null reads as absent
@@ -135,7 +128,7 @@ func (w strictWalker) value(t reflect.Type, path string) error {
 		for w.dec.More() {
 			key, err := w.dec.Token()
 			if err != nil {
-				return errors.New(trimJSONPrefix(err))
+				return errors.New(queue.JSONErrorText(err))
 			}
 			k, _ := key.(string)
 			if err := w.value(t.Elem(), joinPath(path, k)); err != nil {
@@ -211,7 +204,7 @@ func (w strictWalker) object(t reflect.Type, path string) error {
 	for w.dec.More() {
 		tok, err := w.dec.Token()
 		if err != nil {
-			return errors.New(trimJSONPrefix(err))
+			return errors.New(queue.JSONErrorText(err))
 		}
 		key, _ := tok.(string)
 		f, ok := findField(fields, key)
@@ -238,7 +231,7 @@ func (w strictWalker) object(t reflect.Type, path string) error {
 func (w strictWalker) skip() error {
 	var raw json.RawMessage
 	if err := w.dec.Decode(&raw); err != nil {
-		return errors.New(trimJSONPrefix(err))
+		return errors.New(queue.JSONErrorText(err))
 	}
 	return nil
 }
@@ -246,7 +239,7 @@ func (w strictWalker) skip() error {
 // closing consumes the '}' or ']' that ends the current object or array.
 func (w strictWalker) closing() error {
 	if _, err := w.dec.Token(); err != nil {
-		return errors.New(trimJSONPrefix(err))
+		return errors.New(queue.JSONErrorText(err))
 	}
 	return nil
 }
@@ -373,4 +366,9 @@ func at(path string) string {
 		return ""
 	}
 	return " at `" + path + "`"
+}
+
+// invalidParams is the *queue.InvalidError for a request's params.
+func invalidParams(format string, args ...any) error {
+	return &queue.InvalidError{Msg: fmt.Sprintf(format, args...)}
 }
